@@ -1,0 +1,49 @@
+# AOT variants of the norm: one Halide library per (device family, input dtype, output dtype),
+# each from the same generator, all sharing one Halide runtime. The generated objects are
+# collected so that the magi2norm static library can carry them (and the runtime) inside it.
+
+set(MAGI2NORM_DTYPES f32 bf16 f16)
+
+# Halide target features common to every variant:
+#   large_buffers: tensors over 2 GiB (the model's reach several GiB);
+#   strict_float: no fast-math rewriting, so NaN/Inf propagate as SPEC.md says and the FP32
+#                 result is the formula's, rounding step by rounding step.
+set(MAGI2NORM_FEATURES large_buffers strict_float)
+list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
+
+set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)
+
+# magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>])
+# Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
+# build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
+function(magi2norm_add_variants)
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "FAMILY" "TARGETS;PARAMS")
+    set(objects "")
+    set(targets "")
+    set(entries "")
+    list(LENGTH ARG_TARGETS num_targets)
+    foreach (in_type IN LISTS MAGI2NORM_DTYPES)
+        foreach (out_type IN LISTS MAGI2NORM_DTYPES)
+            set(name "magi2_norm_${ARG_FAMILY}_${in_type}_${out_type}")
+            add_halide_library(${name} FROM magi2norm.generator
+                GENERATOR magi2_norm
+                TARGETS ${ARG_TARGETS}
+                FEATURES ${MAGI2NORM_FEATURES}
+                USE_RUNTIME ${MAGI2NORM_RUNTIME}
+                PARAMS in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
+            if (num_targets GREATER 1)
+                foreach (t IN LISTS ARG_TARGETS)
+                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
+                endforeach ()
+                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
+            else ()
+                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
+            endif ()
+            list(APPEND targets ${name})
+            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${in_type}, ${out_type})\n")
+        endforeach ()
+    endforeach ()
+    set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
+    set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
+    set(MAGI2NORM_KERNEL_ENTRIES "${MAGI2NORM_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)
+endfunction()

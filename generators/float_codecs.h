@@ -1,0 +1,69 @@
+// Exact conversions between FP32 and the 16-bit storage formats, as Halide expressions.
+//
+// BF16 and FP16 tensors reach the pipeline as raw uint16 bits. Doing the conversions here, in
+// integer arithmetic (plus one exactly-rounded FP32 add), rather than through Halide's Float(16)
+// / BFloat(16) casts makes them independent of the ISA the multi-target library picks at run
+// time (F16C or not, AVX-512 FP16 or not) and of GPU back ends: round-to-nearest-even over the
+// whole range, subnormals included, NaN stays NaN, overflow gives +-inf.
+#pragma once
+
+#include "Halide.h"
+
+namespace magi2norm::algorithm {
+
+// A uint32 constant; plain unsigned literals are ambiguous next to a Halide::Expr.
+inline Halide::Expr u32(uint32_t v) { return Halide::Internal::make_const(Halide::UInt(32), v); }
+
+// BF16 bits -> FP32: BF16 is the top half of an FP32.
+inline Halide::Expr bf16_to_f32(const Halide::Expr &bits) {
+    using namespace Halide;
+    return reinterpret<float>(cast<uint32_t>(bits) << 16);
+}
+
+// FP16 bits -> FP32, exact for every input (normals, subnormals, +-0, +-inf, NaN payloads).
+inline Halide::Expr f16_to_f32(const Halide::Expr &bits) {
+    using namespace Halide;
+    Expr h = cast<uint32_t>(bits);
+    Expr sign = (h & u32(0x8000)) << 16;
+    Expr exponent = (h >> 10) & u32(0x1f);
+    Expr mantissa = h & u32(0x3ff);
+    Expr normal = reinterpret<float>(sign | ((exponent + u32(112)) << 23) | (mantissa << 13));
+    Expr inf_or_nan = reinterpret<float>(sign | u32(0x7f800000) | (mantissa << 13));
+    // A subnormal is mantissa * 2^-24; the product is an exact FP32 normal (no FTZ hazard).
+    Expr magnitude = cast<float>(mantissa) * (1.0f / 16777216.0f);
+    Expr subnormal = select(sign != u32(0), -magnitude, magnitude);
+    return select(exponent == u32(0), subnormal, exponent == u32(31), inf_or_nan, normal);
+}
+
+// FP32 -> BF16 bits, round to nearest even; NaN is kept (quieted), overflow rounds to inf.
+inline Halide::Expr f32_to_bf16(const Halide::Expr &value) {
+    using namespace Halide;
+    Expr u = reinterpret<uint32_t>(value);
+    Expr is_nan = (u & u32(0x7fffffff)) > u32(0x7f800000);
+    Expr rounded = (u + (u32(0x7fff) + ((u >> 16) & u32(1)))) >> 16;
+    return cast<uint16_t>(select(is_nan, (u >> 16) | u32(0x40), rounded));
+}
+
+// FP32 -> FP16 bits, round to nearest even over the whole range.
+inline Halide::Expr f32_to_f16(const Halide::Expr &value) {
+    using namespace Halide;
+    Expr u = reinterpret<uint32_t>(value);
+    Expr sign = (u >> 16) & u32(0x8000);
+    Expr a = u & u32(0x7fffffff);
+    // |x| >= 65520 rounds to inf (65504 is the largest finite FP16; the tie goes to even = inf).
+    Expr overflow = a >= u32(0x477ff000);
+    Expr is_nan = a > u32(0x7f800000);
+    // Normal results: rebias the exponent, then round the 13 dropped bits to nearest even.
+    Expr rebiased = a - u32(0x38000000);
+    Expr normal = (rebiased + (u32(0xfff) + ((rebiased >> 13) & u32(1)))) >> 13;
+    // Subnormal results (|x| < 2^-14): adding 0.5 puts the value in units of 2^-24 into the low
+    // mantissa bits, and the FP32 add performs the round to nearest even exactly.
+    Expr shifted = reinterpret<uint32_t>(reinterpret<float>(a) + 0.5f) - u32(0x3f000000);
+    Expr magnitude = select(is_nan, u32(0x7e00),
+                            overflow, u32(0x7c00),
+                            a < u32(0x38800000), shifted,
+                            normal);
+    return cast<uint16_t>(sign | magnitude);
+}
+
+}  // namespace magi2norm::algorithm

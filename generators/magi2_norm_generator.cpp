@@ -1,0 +1,146 @@
+// The MAGI-2 multi-modality RMSNorm (../shared/SPEC.md), written once as a Halide algorithm.
+//
+//   xf       = float32(x[d, h, a, t])
+//   inv      = 1 / sqrt(sum_d(xf^2) / D + eps)
+//   y32      = (xf * inv) * scale[d, h, modality(t)]
+//   out      = cast(y32, out_type)
+//
+// The runtime maps every input rank and broadcasting form onto the four axes (d, h, a, t):
+// broadcast axes arrive with stride 0, the pattern axis h indexes the scale rows (stride 0 when
+// P = 1), and modality(t) comes from per-token ids or from group boundaries without touching x.
+// `scale` holds float32(W(w + 1)) per (d, p, m), prepared by the runtime when a weight is set.
+//
+// Schedules live in schedules/, apart from this file; the generator only picks one.
+#include "Halide.h"
+
+#include "cpu_schedule.h"
+#include "float_codecs.h"
+#include "gpu_schedule.h"
+#include "norm_stages.h"
+
+namespace magi2norm::algorithm {
+
+using namespace Halide;
+
+enum class Storage { F32, BF16, F16 };
+
+const std::map<std::string, Storage> kStorageNames = {
+    {"f32", Storage::F32}, {"bf16", Storage::BF16}, {"f16", Storage::F16}};
+
+Type storage_type(Storage s) { return s == Storage::F32 ? Float(32) : UInt(16); }
+
+Expr decode(Storage s, const Expr &v) {
+    switch (s) {
+    case Storage::BF16: return bf16_to_f32(v);
+    case Storage::F16: return f16_to_f32(v);
+    default: return v;
+    }
+}
+
+Expr encode(Storage s, const Expr &v) {
+    switch (s) {
+    case Storage::BF16: return f32_to_bf16(v);
+    case Storage::F16: return f32_to_f16(v);
+    default: return v;
+    }
+}
+
+class Magi2Norm : public Generator<Magi2Norm> {
+public:
+    GeneratorParam<Storage> in_type{"in_type", Storage::F32, kStorageNames};
+    GeneratorParam<Storage> out_type{"out_type", Storage::F32, kStorageNames};
+
+    // CPU schedule knobs (schedules/cpu_schedule.h).
+    GeneratorParam<int> cpu_vector_width{"cpu_vector_width", 0};
+    GeneratorParam<int> cpu_task_bytes{"cpu_task_bytes", 64 * 1024};
+    // GPU schedule knobs (schedules/gpu_schedule.h).
+    GeneratorParam<int> gpu_threads{"gpu_threads", 0};
+    GeneratorParam<int> gpu_vector_width{"gpu_vector_width", 0};
+
+    void configure() {
+        x = add_input<Buffer<>>("x", storage_type(in_type), 4);
+        scale = add_input<Buffer<float>>("scale", 3);
+        token_modality = add_input<Buffer<int32_t>>("token_modality", 1);
+        group_bounds = add_input<Buffer<int32_t>>("group_bounds", 1);
+        eps = add_input<float>("eps");
+        out = add_output<Buffer<>>("out", storage_type(out_type), 4);
+    }
+
+    void generate() {
+        schedules::NormStages s;
+        Var d = s.d, h = s.h, a = s.a, t = s.t;
+        Expr dim = x->dim(0).extent();
+        const int num_modality_dim = 2;
+        Expr num_modality = scale->dim(num_modality_dim).extent();
+
+        Func xf("xf");
+        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t));
+
+        // sum_d xf^2 in FP32.
+        s.r = RDom(0, dim, "r");
+        s.sum_squares = Func("sum_squares");
+        s.sum_squares(h, a, t) = 0.0f;
+        s.sum_squares(h, a, t) += xf(s.r, h, a, t) * xf(s.r, h, a, t);
+
+        s.inv_rms = Func("inv_rms");
+        s.inv_rms(h, a, t) = 1.0f / sqrt(s.sum_squares(h, a, t) / cast<float>(dim) + *eps);
+
+        // Modality of token t: its per-token id plus the number of interior group boundaries
+        // cu[1..M-1] at or below t. The runtime passes zeros (stride 0) for the ids when
+        // grouping by sizes, and boundaries {0, T} when grouping by ids, so one form is used.
+        RDom j(1, group_bounds->dim(0).extent() - 2, "j");
+        s.modality = Func("modality");
+        s.modality(t) = clamp((*token_modality)(t) + sum(select(t >= (*group_bounds)(j), 1, 0)),
+                              0, num_modality - 1);
+
+        Func y32("y32");
+        y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
+
+        s.output = Func("norm");
+        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t));
+        *out = s.output;  // NOLINT: Output<Buffer> assignment from a Func
+
+        // Any strides: stride 0 carries broadcasting, a non-unit inner stride is a strided view.
+        x->dim(0).set_stride(Expr());
+        out->dim(0).set_stride(Expr());
+        token_modality->dim(0).set_stride(Expr());
+        scale->dim(1).set_stride(Expr());
+
+        s.dim = dim;
+        s.x_inner_stride = x->dim(0).stride();
+        s.out_inner_stride = out->dim(0).stride();
+        s.in_bytes = storage_type(in_type).bytes();
+        s.out_bytes = storage_type(out_type).bytes();
+
+        set_estimates();
+        if (using_autoscheduler()) return;
+        if (get_target().has_gpu_feature()) {
+            schedules::schedule_gpu(s, {gpu_threads, gpu_vector_width}, get_target());
+        } else {
+            schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes}, get_target());
+        }
+    }
+
+private:
+    GeneratorInput<Buffer<>> *x = nullptr;
+    GeneratorInput<Buffer<float>> *scale = nullptr;
+    GeneratorInput<Buffer<int32_t>> *token_modality = nullptr;
+    GeneratorInput<Buffer<int32_t>> *group_bounds = nullptr;
+    GeneratorInput<float> *eps = nullptr;
+    GeneratorOutput<Buffer<>> *out = nullptr;
+
+    // The model's pre-norm at T = 4096 (SPEC.md), a representative size for the autoschedulers.
+    void set_estimates() {
+        const int tokens = 4096, dim = 3072, modalities = 3;
+        x->set_estimates({{0, dim}, {0, 1}, {0, 1}, {0, tokens}});
+        scale->set_estimates({{0, dim}, {0, 1}, {0, modalities}});
+        token_modality->set_estimates({{0, tokens}});
+        group_bounds->set_estimates({{0, modalities + 1}});
+        eps->set_estimate(1e-6f);
+        out->set_estimates({{0, dim}, {0, 1}, {0, 1}, {0, tokens}});
+    }
+};
+
+}  // namespace magi2norm::algorithm
+
+HALIDE_REGISTER_GENERATOR(magi2norm::algorithm::Magi2Norm, magi2_norm)

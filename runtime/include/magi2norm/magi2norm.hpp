@@ -1,0 +1,198 @@
+// magi2norm: the MAGI-2 multi-modality RMSNorm (see SPEC.md), ahead-of-time compiled by Halide.
+//
+//   magi2norm::RMSNorm norm({/*dim=*/3072, /*eps=*/1e-6f, /*num_modality=*/3}, weight_view);
+//   norm.forward(x_view, magi2norm::Grouping::sizes({n_video, n_audio, n_text}), out_view);
+//
+// Views carry a data pointer, a dtype, a shape and strides in elements; nothing is copied or
+// permuted. Every bad argument throws magi2norm::Error, naming the problem, before anything
+// is written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace magi2norm {
+
+// ---------------------------------------------------------------------------------------------
+// Element types
+// ---------------------------------------------------------------------------------------------
+enum class DType : std::uint8_t { f32, bf16, f16 };
+
+// "f32", "bf16" or "f16".
+const char *dtype_name(DType dtype);
+// Accepts f32/float32/F32, bf16/bfloat16/BF16, f16/float16/half/F16; nullopt otherwise.
+std::optional<DType> parse_dtype(std::string_view name);
+// Bytes per element: 4 or 2.
+std::size_t dtype_size(DType dtype);
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+enum class ErrorCode {
+    shape,        // a shape that does not fit the norm (last dim, rank, broadcasting, output shape)
+    dtype,        // an unknown dtype, or one that differs from what the call needs
+    stride,       // strides of the wrong length, or an output whose elements would alias
+    grouping,     // missing, negative or mis-summed group sizes; grouping where none is possible
+    weight,       // a weight of the wrong size or dtype
+    modality_id,  // a per-token modality id outside [0, num_modality)
+    null_data,    // a null data pointer for a non-empty tensor
+    overlap,      // input and output memory overlap
+    overflow,     // sizes or offsets that do not fit the index types
+    config,       // dim, eps, num_modality or num_patterns out of range
+    format,       // a malformed file (safetensors)
+    io,           // a file that cannot be read or written
+};
+
+const char *error_code_name(ErrorCode code);
+
+class Error : public std::runtime_error {
+public:
+    Error(ErrorCode code, const std::string &message);
+    ErrorCode code() const noexcept { return code_; }
+
+private:
+    ErrorCode code_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tensor views
+// ---------------------------------------------------------------------------------------------
+// A strided view of host memory. `strides` are in elements, one per axis, and may be 0
+// (broadcast) or negative; leave them empty for a contiguous row-major tensor.
+template <typename Pointer>
+struct BasicTensorView {
+    Pointer data = nullptr;
+    DType dtype = DType::f32;
+    std::vector<std::int64_t> shape;
+    std::vector<std::int64_t> strides;
+
+    BasicTensorView() = default;
+    BasicTensorView(Pointer data_, DType dtype_, std::vector<std::int64_t> shape_,
+                    std::vector<std::int64_t> strides_ = {})
+        : data(data_), dtype(dtype_), shape(std::move(shape_)), strides(std::move(strides_)) {}
+    // A mutable view converts to a read-only one.
+    template <typename Other>
+    BasicTensorView(const BasicTensorView<Other> &other)  // NOLINT: implicit on purpose
+        : data(other.data), dtype(other.dtype), shape(other.shape), strides(other.strides) {}
+};
+
+using TensorView = BasicTensorView<void *>;
+using ConstTensorView = BasicTensorView<const void *>;
+
+// Row-major strides of `shape`, in elements.
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t> &shape);
+// Product of `shape` (1 for rank 0); throws Error(overflow) past INT64_MAX.
+std::int64_t element_count(const std::vector<std::int64_t> &shape);
+
+// ---------------------------------------------------------------------------------------------
+// Modality grouping
+// ---------------------------------------------------------------------------------------------
+class ModalityDispatcher;
+
+// Which modality each token (index of axis 0) belongs to.
+class Grouping {
+public:
+    enum class Kind { none, sizes, ids };
+
+    // No grouping: only valid with num_modality == 1.
+    static Grouping none();
+    // Tokens ordered by modality, modality m owning `group_sizes[m]` consecutive tokens.
+    static Grouping sizes(std::vector<std::int64_t> group_sizes);
+    // One id per token, in any order. The ids are borrowed, not copied: keep them alive
+    // for the duration of the call.
+    static Grouping ids(const std::int32_t *token_ids, std::int64_t num_tokens);
+    // The group sizes of a dispatcher: the input is in its dispatched (modality-sorted) order.
+    static Grouping from(const ModalityDispatcher &dispatcher);
+
+    Kind kind() const { return kind_; }
+    const std::vector<std::int64_t> &group_sizes() const { return sizes_; }
+    const std::int32_t *token_ids() const { return ids_; }
+    std::int64_t num_tokens() const { return num_ids_; }
+
+private:
+    Kind kind_ = Kind::none;
+    std::vector<std::int64_t> sizes_;
+    const std::int32_t *ids_ = nullptr;
+    std::int64_t num_ids_ = 0;
+};
+
+// The model's per-step grouping helper: from a 1-D modality mapping it builds the stable
+// argsort permutation (tokens sorted by modality, ties in token order), its inverse, the group
+// sizes (bincount with minlength num_modality) and the cumulative sizes, and it permutes or
+// inverse-permutes any tensor along axis 0.
+class ModalityDispatcher {
+public:
+    ModalityDispatcher(const std::int32_t *modality_mapping, std::int64_t num_tokens, std::int64_t num_modality);
+
+    std::int64_t num_tokens() const { return static_cast<std::int64_t>(permutation_.size()); }
+    std::int64_t num_modality() const { return static_cast<std::int64_t>(group_sizes_.size()); }
+    // dispatched[i] = original[permutation[i]]
+    const std::vector<std::int64_t> &permutation() const { return permutation_; }
+    // original[j] = dispatched[inverse_permutation[j]]
+    const std::vector<std::int64_t> &inverse_permutation() const { return inverse_; }
+    const std::vector<std::int64_t> &group_sizes() const { return group_sizes_; }
+    // num_modality + 1 entries, starting at 0.
+    const std::vector<std::int64_t> &cumulative_sizes() const { return cumulative_; }
+
+    // out[i, ...] = in[permutation[i], ...]; same dtype and shape, axis 0 of length num_tokens.
+    void dispatch(ConstTensorView in, TensorView out) const;
+    // out[permutation[i], ...] = in[i, ...]: undoes dispatch.
+    void undispatch(ConstTensorView in, TensorView out) const;
+
+private:
+    std::vector<std::int64_t> permutation_, inverse_, group_sizes_, cumulative_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The norm
+// ---------------------------------------------------------------------------------------------
+struct NormConfig {
+    std::int64_t dim = 0;               // D >= 1, the normalized (last) axis
+    float eps = 1e-6f;                  // added to the mean square, in FP32
+    std::int64_t num_modality = 1;      // M >= 1
+    std::int64_t num_patterns = 1;      // P >= 1
+    std::optional<DType> out_dtype;     // unset: same as the input
+};
+
+class RMSNorm {
+public:
+    // A fresh norm: all-zero weight, scale 1.
+    explicit RMSNorm(const NormConfig &config);
+    // `weight`: M*P*D values (any shape with that many elements, any strides), modality-major
+    // as in the checkpoint, in f32, bf16 or f16. It is read once; the norm keeps
+    // float32(W(w + 1)), the +1 rounded in the weight's own dtype.
+    RMSNorm(const NormConfig &config, ConstTensorView weight);
+
+    void set_weight(ConstTensorView weight);
+    const NormConfig &config() const { return config_; }
+    // float32(W(w + 1)), M*P*D values.
+    const std::vector<float> &scale() const { return scale_; }
+
+    // The output shape for an input of shape `input_shape` (SPEC.md's broadcasting).
+    std::vector<std::int64_t> output_shape(const std::vector<std::int64_t> &input_shape) const;
+    // The output dtype for an input dtype and an optional per-call override.
+    DType output_dtype(DType input, std::optional<DType> out_dtype = std::nullopt) const;
+
+    // y = norm(x). `out` must have output_shape(x.shape) and output_dtype(x.dtype, out_dtype).
+    void forward(ConstTensorView x, const Grouping &grouping, TensorView out,
+                 std::optional<DType> out_dtype = std::nullopt) const;
+
+private:
+    NormConfig config_;
+    std::vector<float> scale_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Threads
+// ---------------------------------------------------------------------------------------------
+// Threads used by CPU calls (all calls in the process); n <= 0 restores the default, which is
+// every core (or HL_NUM_THREADS when set).
+void set_num_threads(int n);
+int num_threads();
+
+}  // namespace magi2norm

@@ -1,0 +1,88 @@
+#include "layout.hpp"
+
+#include <limits>
+#include <string>
+
+namespace magi2norm::detail {
+
+namespace {
+
+constexpr int kD = 0, kH = 1, kA = 2, kT = 3;
+
+// The kernel axis of output axis `i` for an output of rank `rank`. With P > 1 the second-to-last
+// axis is the pattern axis; for rank 2 that is axis 0, so there is no token axis.
+int kernel_axis(std::size_t rank, std::size_t i, bool patterned) {
+    static const int maps[4][4] = {{kD}, {kT, kD}, {kT, kH, kD}, {kT, kA, kH, kD}};
+    if (patterned && rank == 2 && i == 0) return kH;
+    return maps[rank - 1][i];
+}
+
+void check_rank_and_dim(const NormConfig &config, const std::vector<std::int64_t> &shape) {
+    if (shape.empty() || shape.size() > 4) {
+        throw Error(ErrorCode::shape, "input must have rank 1 to 4, got shape " + shape_string(shape));
+    }
+    if (shape.back() != config.dim) {
+        throw Error(ErrorCode::shape, "input last dim is " + std::to_string(shape.back()) + " but the norm's dim is " +
+                                          std::to_string(config.dim) + " (shape " + shape_string(shape) + ")");
+    }
+}
+
+}  // namespace
+
+std::vector<std::int64_t> output_shape(const NormConfig &config, const std::vector<std::int64_t> &input_shape) {
+    check_rank_and_dim(config, input_shape);
+    std::vector<std::int64_t> shape = input_shape;
+    if (config.num_patterns == 1) return shape;
+    // A [P, D] scale: NumPy broadcasting of the trailing two axes.
+    if (shape.size() == 1) shape.insert(shape.begin(), 1);
+    std::int64_t &patterns = shape[shape.size() - 2];
+    if (patterns != 1 && patterns != config.num_patterns) {
+        throw Error(ErrorCode::shape, "input shape " + shape_string(input_shape) + " does not broadcast with the [" +
+                                          std::to_string(config.num_patterns) + ", " + std::to_string(config.dim) +
+                                          "] scale: axis " + std::to_string(shape.size() - 2) + " must be 1 or " +
+                                          std::to_string(config.num_patterns));
+    }
+    patterns = config.num_patterns;
+    return shape;
+}
+
+KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const CheckedView &out) {
+    const std::vector<std::int64_t> expected = output_shape(config, x.shape);
+    if (out.shape != expected) {
+        throw Error(ErrorCode::shape, "output shape is " + shape_string(out.shape) + " but input " +
+                                          shape_string(x.shape) + " gives " + shape_string(expected));
+    }
+    KernelLayout layout;
+    layout.extent = {1, 1, 1, 1};
+    const bool patterned = config.num_patterns > 1;
+    const std::size_t rank = out.shape.size();
+    for (std::size_t i = 0; i < rank; ++i) {
+        const int axis = kernel_axis(rank, i, patterned);
+        layout.extent[axis] = out.shape[i];
+        layout.out_stride[axis] = out.strides[i];
+    }
+    // Input axes right-aligned with the output's (a rank-1 input under a [P, D] scale gains one).
+    const std::size_t shift = rank - x.shape.size();
+    for (std::size_t i = 0; i < x.shape.size(); ++i) {
+        const int axis = kernel_axis(rank, i + shift, patterned);
+        // An extent-1 axis against a larger output extent is broadcast: stride 0.
+        layout.x_stride[axis] = x.shape[i] == 1 ? 0 : x.strides[i];
+    }
+    layout.has_token_axis = !(rank == 1 || (patterned && rank == 2));
+    layout.scale_h_stride = patterned ? config.dim : 0;
+
+    constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+    for (int axis = 0; axis < 4; ++axis) {
+        if (layout.extent[axis] > kMax || std::llabs(layout.x_stride[axis]) > kMax ||
+            std::llabs(layout.out_stride[axis]) > kMax) {
+            throw Error(ErrorCode::overflow, "an extent or stride exceeds 2^31 - 1 elements (input " +
+                                                 shape_string(x.shape) + ")");
+        }
+    }
+    if (config.num_modality * config.num_patterns * config.dim > kMax) {
+        throw Error(ErrorCode::overflow, "the scale has more than 2^31 - 1 elements");
+    }
+    return layout;
+}
+
+}  // namespace magi2norm::detail

@@ -1,0 +1,34 @@
+// From the user's views to the kernel's four axes (d, h, a, t), innermost first:
+//   d  the normalized axis (extent D);
+//   h  the pattern / head axis, which selects the scale row when P > 1;
+//   a  any other middle axis (rank 4);
+//   t  the token axis (axis 0 of the input), which selects the modality.
+// Broadcasting reaches the kernel as stride 0: an input axis of extent 1 against P patterns, and
+// the scale's pattern axis when P = 1.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "magi2norm/magi2norm.hpp"
+#include "views.hpp"
+
+namespace magi2norm::detail {
+
+struct KernelLayout {
+    std::array<std::int64_t, 4> extent{};      // output extents (d, h, a, t)
+    std::array<std::int64_t, 4> x_stride{};    // input element strides on those axes
+    std::array<std::int64_t, 4> out_stride{};  // output element strides on those axes
+    std::int64_t scale_h_stride = 0;           // D when P > 1, 0 when the one row broadcasts
+    bool has_token_axis = false;               // false: rank 1, or rank 2 with P > 1
+};
+
+// SPEC.md's output shape for an input shape; throws Error(shape) when it does not broadcast.
+std::vector<std::int64_t> output_shape(const NormConfig &config, const std::vector<std::int64_t> &input_shape);
+
+// Maps checked input and output views onto the kernel axes; throws Error(shape) when the output
+// shape is not output_shape(x.shape), Error(overflow) when an extent or stride exceeds int32.
+KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const CheckedView &out);
+
+}  // namespace magi2norm::detail

@@ -1,0 +1,171 @@
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "float_bits.hpp"
+#include "kernels.hpp"
+#include "layout.hpp"
+#include "views.hpp"
+
+namespace magi2norm {
+
+namespace {
+
+bool valid_dtype(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }
+
+void check_config(const NormConfig &c) {
+    if (c.dim < 1) throw Error(ErrorCode::config, "dim must be >= 1, got " + std::to_string(c.dim));
+    if (c.num_modality < 1) throw Error(ErrorCode::config, "num_modality must be >= 1, got " + std::to_string(c.num_modality));
+    if (c.num_patterns < 1) throw Error(ErrorCode::config, "num_patterns must be >= 1, got " + std::to_string(c.num_patterns));
+    if (!(c.eps >= 0.0f) || !std::isfinite(c.eps)) {
+        throw Error(ErrorCode::config, "eps must be finite and >= 0, got " + std::to_string(c.eps));
+    }
+    if (c.out_dtype && !valid_dtype(*c.out_dtype)) throw Error(ErrorCode::dtype, "config out_dtype is not f32, bf16 or f16");
+    std::int64_t n;
+    if (__builtin_mul_overflow(c.num_modality, c.num_patterns, &n) || __builtin_mul_overflow(n, c.dim, &n)) {
+        throw Error(ErrorCode::overflow, "num_modality * num_patterns * dim overflows");
+    }
+}
+
+std::int64_t weight_size(const NormConfig &c) { return c.num_modality * c.num_patterns * c.dim; }
+
+// scale = float32(W(w + 1)): the +1 is taken in FP32 and rounded to the weight's dtype, as
+// PyTorch does for a BF16/FP16 tensor plus a Python scalar.
+float scale_of(DType weight_dtype, const unsigned char *element) {
+    if (weight_dtype == DType::f32) {
+        float w;
+        std::memcpy(&w, element, sizeof w);
+        return w + 1.0f;
+    }
+    std::uint16_t bits;
+    std::memcpy(&bits, element, sizeof bits);
+    if (weight_dtype == DType::bf16) return detail::bf16_to_f32(detail::f32_to_bf16(detail::bf16_to_f32(bits) + 1.0f));
+    return detail::f16_to_f32(detail::f32_to_f16(detail::f16_to_f32(bits) + 1.0f));
+}
+
+// Interior group boundaries for the kernel: cu (M + 1 entries) from sizes, or {0, T}.
+std::vector<std::int32_t> group_bounds(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
+    if (grouping.kind() != Grouping::Kind::sizes) return {0, static_cast<std::int32_t>(tokens)};
+    const auto &sizes = grouping.group_sizes();
+    if (static_cast<std::int64_t>(sizes.size()) != config.num_modality) {
+        throw Error(ErrorCode::grouping, "got " + std::to_string(sizes.size()) + " group sizes for num_modality " +
+                                             std::to_string(config.num_modality));
+    }
+    std::vector<std::int32_t> cu(1, 0);
+    std::int64_t total = 0;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        if (sizes[m] < 0) {
+            throw Error(ErrorCode::grouping, "group size " + std::to_string(m) + " is negative (" + std::to_string(sizes[m]) + ")");
+        }
+        if (sizes[m] > tokens - total) {
+            throw Error(ErrorCode::grouping, "group sizes sum past the token count " + std::to_string(tokens));
+        }
+        total += sizes[m];
+        cu.push_back(static_cast<std::int32_t>(total));
+    }
+    if (total != tokens) {
+        throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(total) + " but the input has " +
+                                             std::to_string(tokens) + " tokens");
+    }
+    return cu;
+}
+
+void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
+    if (grouping.num_tokens() != tokens) {
+        throw Error(ErrorCode::grouping, "got " + std::to_string(grouping.num_tokens()) + " modality ids for " +
+                                             std::to_string(tokens) + " tokens");
+    }
+    if (tokens > 0 && grouping.token_ids() == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const std::int32_t id = grouping.token_ids()[t];
+        if (id < 0 || id >= config.num_modality) {
+            throw Error(ErrorCode::modality_id, "token " + std::to_string(t) + " has modality id " + std::to_string(id) +
+                                                    ", outside [0, " + std::to_string(config.num_modality) + ")");
+        }
+    }
+}
+
+}  // namespace
+
+RMSNorm::RMSNorm(const NormConfig &config) : config_(config) {
+    check_config(config_);
+    scale_.assign(static_cast<std::size_t>(weight_size(config_)), 1.0f);
+}
+
+RMSNorm::RMSNorm(const NormConfig &config, ConstTensorView weight) : config_(config) {
+    check_config(config_);
+    set_weight(weight);
+}
+
+void RMSNorm::set_weight(ConstTensorView weight) {
+    const auto w = detail::check_view(weight.data, weight.dtype, weight.shape, weight.strides, "weight");
+    if (w.count != weight_size(config_)) {
+        throw Error(ErrorCode::weight, "weight has " + std::to_string(w.count) + " elements but num_modality * num_patterns * dim = " +
+                                           std::to_string(weight_size(config_)));
+    }
+    const std::size_t elem = dtype_size(w.dtype);
+    std::vector<unsigned char> packed(static_cast<std::size_t>(w.count) * elem);
+    detail::copy_elements(w, packed.data(), contiguous_strides(w.shape));
+    std::vector<float> scale(static_cast<std::size_t>(w.count));
+    for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = scale_of(w.dtype, packed.data() + i * elem);
+    scale_ = std::move(scale);
+}
+
+std::vector<std::int64_t> RMSNorm::output_shape(const std::vector<std::int64_t> &input_shape) const {
+    return detail::output_shape(config_, input_shape);
+}
+
+DType RMSNorm::output_dtype(DType input, std::optional<DType> out_dtype) const {
+    const DType d = out_dtype ? *out_dtype : config_.out_dtype ? *config_.out_dtype : input;
+    if (!valid_dtype(d)) throw Error(ErrorCode::dtype, "output dtype is not f32, bf16 or f16");
+    return d;
+}
+
+void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView out, std::optional<DType> out_dtype) const {
+    // Everything is checked before the kernel runs: a refused call writes nothing.
+    const auto xv = detail::check_view(x.data, x.dtype, x.shape, x.strides, "input");
+    const auto ov = detail::check_view(out.data, out.dtype, out.shape, out.strides, "output");
+    const DType want = output_dtype(x.dtype, out_dtype);
+    if (ov.dtype != want) {
+        throw Error(ErrorCode::dtype, std::string("output dtype is ") + dtype_name(ov.dtype) + " but the call produces " +
+                                          dtype_name(want));
+    }
+    detail::KernelCall call;
+    call.layout = detail::plan_layout(config_, xv, ov);
+    detail::check_no_self_alias(ov, "output");
+    detail::check_disjoint(xv, ov);
+
+    const std::int64_t tokens = call.layout.extent[3];
+    if (!call.layout.has_token_axis) {
+        if (config_.num_modality > 1) {
+            throw Error(ErrorCode::grouping, "num_modality > 1 needs a token axis separate from the pattern axis; the input " +
+                                                 detail::shape_string(xv.shape) + " has none");
+        }
+        if (grouping.kind() != Grouping::Kind::none) {
+            throw Error(ErrorCode::grouping, "grouping needs a token axis; the input " + detail::shape_string(xv.shape) + " has none");
+        }
+    }
+    if (config_.num_modality > 1 && grouping.kind() == Grouping::Kind::none) {
+        throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config_.num_modality) +
+                                             " but no grouping (group sizes or modality ids) was given");
+    }
+    if (grouping.kind() == Grouping::Kind::ids) check_ids(config_, grouping, tokens);
+    const std::vector<std::int32_t> bounds = group_bounds(config_, grouping, tokens);
+    if (ov.count == 0) return;
+
+    call.x = xv.data;
+    call.in_dtype = xv.dtype;
+    call.out = out.data;
+    call.out_dtype = want;
+    call.scale = scale_.data();
+    call.dim = config_.dim;
+    call.num_patterns = config_.num_patterns;
+    call.num_modality = config_.num_modality;
+    call.token_ids = grouping.kind() == Grouping::Kind::ids ? grouping.token_ids() : nullptr;
+    call.group_bounds = bounds.data();
+    call.num_bounds = static_cast<std::int64_t>(bounds.size());
+    call.eps = config_.eps;
+    detail::run_cpu_kernel(call);
+}
+
+}  // namespace magi2norm

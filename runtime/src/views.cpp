@@ -1,0 +1,121 @@
+#include "views.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace magi2norm::detail {
+
+std::string shape_string(const std::vector<std::int64_t> &shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
+                       const std::vector<std::int64_t> &strides, const char *what) {
+    if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
+        throw Error(ErrorCode::dtype, std::string(what) + " has an unknown dtype (" +
+                                          std::to_string(static_cast<int>(dtype)) + ")");
+    }
+    if (!strides.empty() && strides.size() != shape.size()) {
+        throw Error(ErrorCode::stride, std::string(what) + " has " + std::to_string(strides.size()) +
+                                           " strides for a shape of rank " + std::to_string(shape.size()));
+    }
+    for (std::int64_t extent : shape) {
+        if (extent < 0) throw Error(ErrorCode::shape, std::string(what) + " shape " + shape_string(shape) + " has a negative extent");
+    }
+    CheckedView v;
+    v.data = data;
+    v.dtype = dtype;
+    v.shape = shape;
+    v.count = element_count(shape);
+    v.strides = strides.empty() ? contiguous_strides(shape) : strides;
+    if (v.count == 0) return v;
+    if (data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
+
+    // Lowest and highest element offsets, then bytes; every step checked for overflow.
+    std::int64_t lo = 0, hi = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        std::int64_t span;
+        if (__builtin_mul_overflow(shape[i] - 1, v.strides[i], &span) ||
+            __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) {
+            throw Error(ErrorCode::overflow, std::string(what) + " strides reach past the addressable range");
+        }
+    }
+    const auto elem = static_cast<std::int64_t>(dtype_size(dtype));
+    std::int64_t lo_bytes, hi_bytes;
+    if (__builtin_mul_overflow(lo, elem, &lo_bytes) || __builtin_mul_overflow(hi + 1, elem, &hi_bytes)) {
+        throw Error(ErrorCode::overflow, std::string(what) + " byte offsets overflow");
+    }
+    const auto base = reinterpret_cast<std::uintptr_t>(data);
+    if ((lo_bytes < 0 && base < static_cast<std::uintptr_t>(-lo_bytes)) ||
+        (hi_bytes > 0 && UINTPTR_MAX - base < static_cast<std::uintptr_t>(hi_bytes))) {
+        throw Error(ErrorCode::overflow, std::string(what) + " spans past the end of the address space");
+    }
+    v.lo = base + static_cast<std::uintptr_t>(lo_bytes);  // modular arithmetic handles lo_bytes < 0
+    v.hi = base + static_cast<std::uintptr_t>(hi_bytes);
+    return v;
+}
+
+void check_no_self_alias(const CheckedView &view, const char *what) {
+    if (view.count <= 1) return;
+    // Sorted by |stride|, each axis must step past everything the inner axes cover.
+    std::vector<std::size_t> axes;
+    for (std::size_t i = 0; i < view.shape.size(); ++i) {
+        if (view.shape[i] > 1) axes.push_back(i);
+    }
+    std::sort(axes.begin(), axes.end(), [&](std::size_t a, std::size_t b) {
+        return std::llabs(view.strides[a]) < std::llabs(view.strides[b]);
+    });
+    std::int64_t covered = 1;  // elements spanned by the inner axes, in units of one element
+    for (std::size_t axis : axes) {
+        const std::int64_t stride = std::llabs(view.strides[axis]);
+        if (stride < covered) {
+            throw Error(ErrorCode::stride, std::string(what) + " axis " + std::to_string(axis) + " (stride " +
+                                               std::to_string(view.strides[axis]) + ", extent " +
+                                               std::to_string(view.shape[axis]) +
+                                               ") would write the same memory twice");
+        }
+        covered = stride * (view.shape[axis] - 1) + covered;
+    }
+}
+
+void check_disjoint(const CheckedView &in, const CheckedView &out) {
+    if (in.count == 0 || out.count == 0) return;
+    if (in.lo < out.hi && out.lo < in.hi) {
+        throw Error(ErrorCode::overlap, "input and output memory overlap (in-place calls are not supported)");
+    }
+}
+
+void copy_elements(const CheckedView &src, void *dst, const std::vector<std::int64_t> &dst_strides) {
+    if (src.count == 0) return;
+    const auto elem = static_cast<std::int64_t>(dtype_size(src.dtype));
+    // A rank-0 view is one element: treat it as shape [1].
+    const bool scalar = src.shape.empty();
+    const std::vector<std::int64_t> shape = scalar ? std::vector<std::int64_t>{1} : src.shape;
+    const std::vector<std::int64_t> ss = scalar ? std::vector<std::int64_t>{1} : src.strides;
+    const std::vector<std::int64_t> ds = scalar ? std::vector<std::int64_t>{1} : dst_strides;
+    const std::size_t rank = shape.size();
+    // Unit inner strides on both sides: the innermost axis is one memcpy per outer index.
+    const bool inner_run = ss[rank - 1] == 1 && ds[rank - 1] == 1;
+    const std::int64_t run = inner_run ? shape[rank - 1] : 1;
+    const std::size_t outer_rank = inner_run ? rank - 1 : rank;
+    std::vector<std::int64_t> index(outer_rank, 0);
+    const auto *s = static_cast<const char *>(src.data);
+    auto *d = static_cast<char *>(dst);
+    for (std::int64_t n = 0; n < src.count / run; ++n) {
+        std::int64_t so = 0, doff = 0;
+        for (std::size_t i = 0; i < outer_rank; ++i) {
+            so += index[i] * ss[i];
+            doff += index[i] * ds[i];
+        }
+        std::memcpy(d + doff * elem, s + so * elem, static_cast<std::size_t>(run * elem));
+        for (std::size_t i = outer_rank; i-- > 0;) {
+            if (++index[i] < shape[i]) break;
+            index[i] = 0;
+        }
+    }
+}
+
+}  // namespace magi2norm::detail

@@ -1,0 +1,40 @@
+#include "cpu_schedule.h"
+
+namespace magi2norm::schedules {
+
+using namespace Halide;
+
+void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &target) {
+    const int vec = params.vector_width > 0 ? params.vector_width : 2 * target.natural_vector_size<float>();
+
+    // Rows are independent: fuse every non-normalized axis into one row loop and hand out
+    // batches of rows to threads. A batch of ~64 KiB of input amortizes the task overhead for
+    // small D (D = 128 gives 256 rows per task in f32) while leaving enough tasks to balance.
+    Var ha("ha"), row("row"), task("task"), row_in("row_in");
+    Expr rows_per_task = max(1, params.task_bytes / max(1, s.dim * s.in_bytes));
+    s.output.fuse(s.h, s.a, ha).fuse(ha, s.t, row).split(row, task, row_in, rows_per_task, TailStrategy::GuardWithIf).parallel(task);
+
+    // Per-row scalars live in registers of the row loop: the modality is a few compares per
+    // row, the inverse RMS one sqrt and one divide per row.
+    s.modality.compute_at(s.output, row_in);
+    s.inv_rms.compute_at(s.output, row_in);
+    s.sum_squares.compute_at(s.output, row_in);
+
+    // The sum of squares accumulates in `vec` independent lanes (one vector register chain per
+    // natural vector) and then adds the lanes in order. The same split is used on every path,
+    // vectorized or not, so the FP32 result does not depend on the strides of the call.
+    RVar ro("ro"), ri("ri");
+    Var lane("lane");
+    s.sum_squares.update().split(s.r.x, ro, ri, vec, TailStrategy::Predicate);
+    Func lanes = s.sum_squares.update().rfactor(ri, lane);
+    lanes.compute_at(s.output, row_in);
+
+    // Fast path: unit inner strides and at least one full vector per row. ShiftInwards
+    // re-computes a few elements of the last vector instead of a scalar tail.
+    Expr contiguous = s.x_inner_stride == 1 && s.out_inner_stride == 1 && s.dim >= vec;
+    s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
+    lanes.specialize(s.x_inner_stride == 1 && s.dim >= vec).vectorize(lane);
+    lanes.update().specialize(s.x_inner_stride == 1 && s.dim >= vec).vectorize(lane);
+}
+
+}  // namespace magi2norm::schedules

@@ -1,0 +1,19 @@
+// The CPU schedule of the norm: rows spread over threads, each row reduced with vector
+// accumulators and written with vector stores. Its knobs are generator parameters (see
+// generators/magi2_norm_generator.cpp) so an autotuner can search them.
+#pragma once
+
+#include "norm_stages.h"
+
+namespace magi2norm::schedules {
+
+struct CpuScheduleParams {
+    // FP32 lanes per vector step of the row loops; 0 = twice the target's natural width.
+    int vector_width = 0;
+    // Input bytes per parallel task; rows per task = max(1, task_bytes / row bytes).
+    int task_bytes = 64 * 1024;
+};
+
+void schedule_cpu(NormStages &stages, const CpuScheduleParams &params, const Halide::Target &target);
+
+}  // namespace magi2norm::schedules

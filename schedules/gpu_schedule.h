@@ -1,0 +1,19 @@
+// The GPU schedule of the norm (CUDA, OpenCL): one row per thread block, threads across the
+// normalized axis, the sum of squares reduced inside the block. Its knobs are generator
+// parameters (see generators/magi2_norm_generator.cpp) so an autotuner can search them.
+#pragma once
+
+#include "norm_stages.h"
+
+namespace magi2norm::schedules {
+
+struct GpuScheduleParams {
+    // Threads per block along the normalized axis; 0 = 256.
+    int threads = 0;
+    // Consecutive elements per thread per step (wide loads); 0 = 1.
+    int vector_width = 0;
+};
+
+void schedule_gpu(NormStages &stages, const GpuScheduleParams &params, const Halide::Target &target);
+
+}  // namespace magi2norm::schedules

@@ -1,0 +1,28 @@
+// The interface between the algorithm (generators/) and its schedules (schedules/): the stages
+// of one norm pipeline, its loop variables, and the run-time facts a schedule may specialize on.
+// The algorithm fills this in; a schedule only reorders, splits, vectorizes and places stages.
+#pragma once
+
+#include "Halide.h"
+
+namespace magi2norm::schedules {
+
+struct NormStages {
+    // Loop variables of the output, innermost first: d (normalized axis), h (pattern / head
+    // axis, selects the scale row), a (any other middle axis), t (token axis, selects modality).
+    Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"};
+
+    Halide::Func output;       // out(d, h, a, t): the cast result, the pipeline's output
+    Halide::Func sum_squares;  // (h, a, t): sum over r of xf^2, an FP32 reduction
+    Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
+    Halide::Func modality;     // (t): the scale block of token t
+    Halide::RDom r;            // over the normalized axis, [0, dim)
+
+    Halide::Expr dim;               // D
+    Halide::Expr x_inner_stride;    // element stride of x along d
+    Halide::Expr out_inner_stride;  // element stride of out along d
+    int in_bytes = 4;               // bytes per input element
+    int out_bytes = 4;              // bytes per output element
+};
+
+}  // namespace magi2norm::schedules

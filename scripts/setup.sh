@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything the build needs that is not already here:
+#   - Debian packages (compiler toolchain, GoogleTest, Google Benchmark, JSON, OpenCL on the CPU);
+#   - Halide (pinned wheel from PyPI, a full C++ SDK with its LLVM) and a recent CMake, into the
+#     project-local virtual environment .venv/ (Halide's CMake package needs CMake >= 3.28).
+# Idempotent: a second run installs nothing and takes a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HALIDE_VERSION=21.0.0
+CMAKE_VERSION=4.4.5
+DEB_PACKAGES=(build-essential ninja-build python3-venv googletest libgtest-dev libbenchmark-dev
+              nlohmann-json3-dev pocl-opencl-icd ocl-icd-opencl-dev)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+want="halide==${HALIDE_VERSION} cmake==${CMAKE_VERSION}"
+if ! .venv/bin/python - "$HALIDE_VERSION" "$CMAKE_VERSION" <<'PYEOF' 2>/dev/null
+import sys
+from importlib.metadata import version
+sys.exit(0 if version("halide") == sys.argv[1] and version("cmake") == sys.argv[2] else 1)
+PYEOF
+then
+  echo "setup: installing ${want} into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check $want
+fi
