@@ -13,11 +13,18 @@ list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
 
 set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)
 
-# magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>])
+# magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>]
+#                        [CROSS <runtime>])
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
 # build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
+# With CROSS, the variants are for another machine: static libraries using that runtime, listed
+# in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's library).
 function(magi2norm_add_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "FAMILY" "TARGETS;PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "FAMILY;CROSS" "TARGETS;PARAMS")
+    set(runtime ${MAGI2NORM_RUNTIME})
+    if (ARG_CROSS)
+        set(runtime ${ARG_CROSS})
+    endif ()
     set(objects "")
     set(targets "")
     set(entries "")
@@ -29,7 +36,7 @@ function(magi2norm_add_variants)
                 GENERATOR magi2_norm
                 TARGETS ${ARG_TARGETS}
                 FEATURES ${MAGI2NORM_FEATURES}
-                USE_RUNTIME ${MAGI2NORM_RUNTIME}
+                USE_RUNTIME ${runtime}
                 PARAMS in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
             if (num_targets GREATER 1)
                 foreach (t IN LISTS ARG_TARGETS)
@@ -43,6 +50,10 @@ function(magi2norm_add_variants)
             string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${in_type}, ${out_type})\n")
         endforeach ()
     endforeach ()
+    if (ARG_CROSS)
+        set(MAGI2NORM_CROSS_TARGETS ${MAGI2NORM_CROSS_TARGETS} ${targets} PARENT_SCOPE)
+        return()
+    endif ()
     set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
     set(MAGI2NORM_KERNEL_ENTRIES "${MAGI2NORM_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)

@@ -22,6 +22,9 @@ namespace magi2norm::algorithm {
 
 using namespace Halide;
 
+// Grouping by sizes covers up to this many modalities (runtime/src/kernels.hpp mirrors it).
+constexpr int kMaxGroups = 16;
+
 enum class Storage { F32, BF16, F16 };
 
 const std::map<std::string, Storage> kStorageNames = {
@@ -61,7 +64,7 @@ public:
         x = add_input<Buffer<>>("x", storage_type(in_type), 4);
         scale = add_input<Buffer<float>>("scale", 3);
         token_modality = add_input<Buffer<int32_t>>("token_modality", 1);
-        group_bounds = add_input<Buffer<int32_t>>("group_bounds", 1);
+        for (int m = 1; m < kMaxGroups; ++m) group_starts.push_back(add_input<int32_t>("group_start_" + std::to_string(m)));
         eps = add_input<float>("eps");
         out = add_output<Buffer<>>("out", storage_type(out_type), 4);
     }
@@ -85,13 +88,14 @@ public:
         s.inv_rms = Func("inv_rms");
         s.inv_rms(h, a, t) = 1.0f / sqrt(s.sum_squares(h, a, t) / cast<float>(dim) + *eps);
 
-        // Modality of token t: its per-token id plus the number of interior group boundaries
-        // cu[1..M-1] at or below t. The runtime passes zeros (stride 0) for the ids when
-        // grouping by sizes, and boundaries {0, T} when grouping by ids, so one form is used.
-        RDom j(1, group_bounds->dim(0).extent() - 2, "j");
+        // Modality of token t: its per-token id plus the number of group starts cu[1..] at or
+        // below t. Grouping by sizes passes zero ids (a stride-0 view of one zero) and the
+        // starts; grouping by ids passes starts past every token. The starts are scalar
+        // arguments, not a buffer, so a GPU launch needs no host-to-device copy for them.
+        Expr later_groups = 0;
+        for (auto *start : group_starts) later_groups += select(t >= *start, 1, 0);
         s.modality = Func("modality");
-        s.modality(t) = clamp((*token_modality)(t) + sum(select(t >= (*group_bounds)(j), 1, 0)),
-                              0, num_modality - 1);
+        s.modality(t) = clamp((*token_modality)(t) + later_groups, 0, num_modality - 1);
 
         Func y32("y32");
         y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
@@ -125,7 +129,7 @@ private:
     GeneratorInput<Buffer<>> *x = nullptr;
     GeneratorInput<Buffer<float>> *scale = nullptr;
     GeneratorInput<Buffer<int32_t>> *token_modality = nullptr;
-    GeneratorInput<Buffer<int32_t>> *group_bounds = nullptr;
+    std::vector<GeneratorInput<int32_t> *> group_starts;  // cu[1 .. kMaxGroups - 1]
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *out = nullptr;
 
@@ -135,7 +139,9 @@ private:
         x->set_estimates({{0, dim}, {0, 1}, {0, 1}, {0, tokens}});
         scale->set_estimates({{0, dim}, {0, 1}, {0, modalities}});
         token_modality->set_estimates({{0, tokens}});
-        group_bounds->set_estimates({{0, modalities + 1}});
+        for (int m = 1; m < kMaxGroups; ++m) {
+            group_starts[m - 1]->set_estimate(m < modalities ? m * tokens / modalities : tokens);
+        }
         eps->set_estimate(1e-6f);
         out->set_estimates({{0, dim}, {0, 1}, {0, 1}, {0, tokens}});
     }

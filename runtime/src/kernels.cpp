@@ -9,8 +9,9 @@ namespace magi2norm::detail {
 
 namespace {
 
-using KernelFn = int (*)(halide_buffer_t *x, halide_buffer_t *scale, halide_buffer_t *token_modality,
-                         halide_buffer_t *group_bounds, float eps, halide_buffer_t *out);
+// Every variant's _argv entry point: pointers to (x, scale, token_modality, group_start_1..15,
+// eps, out), in that order.
+using KernelFn = int (*)(void **args);
 
 enum class Family { cpu };
 
@@ -20,7 +21,7 @@ struct KernelEntry {
     KernelFn fn;
 };
 
-#define MAGI2NORM_KERNEL(family, in, out) {Family::family, DType::in, DType::out, magi2_norm_##family##_##in##_##out},
+#define MAGI2NORM_KERNEL(family, in, out) {Family::family, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_kernel_list.inc"
 };
@@ -77,12 +78,20 @@ void run_cpu_kernel(const KernelCall &c) {
     static const std::int32_t kZero = 0;
     HalideBuffer<1> ids(c.token_ids ? c.token_ids : &kZero, halide_type_t(halide_type_int, 32));
     ids.set_dim(0, l.extent[3], c.token_ids ? 1 : 0);
-    HalideBuffer<1> bounds(c.group_bounds, halide_type_t(halide_type_int, 32));
-    bounds.set_dim(0, c.num_bounds, 1);
 
     static const bool handler_installed = (halide_set_error_handler(capture_halide_error), true);
     (void)handler_installed;
-    const int status = fn(&x.buffer, &scale.buffer, &ids.buffer, &bounds.buffer, c.eps, &out.buffer);
+    std::array<void *, 3 + kMaxGroups - 1 + 2> args{};
+    std::size_t n = 0;
+    args[n++] = &x.buffer;
+    args[n++] = &scale.buffer;
+    args[n++] = &ids.buffer;
+    std::array<std::int32_t, kMaxGroups - 1> starts = c.group_starts;
+    for (std::int32_t &start : starts) args[n++] = &start;
+    float eps = c.eps;
+    args[n++] = &eps;
+    args[n++] = &out.buffer;
+    const int status = fn(args.data());
     if (status != 0) {
         throw std::runtime_error("magi2norm: kernel failed (Halide status " + std::to_string(status) +
                                  "): " + last_halide_error);

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "float_bits.hpp"
@@ -43,15 +44,23 @@ float scale_of(DType weight_dtype, const unsigned char *element) {
     return detail::f16_to_f32(detail::f32_to_f16(detail::f16_to_f32(bits) + 1.0f));
 }
 
-// Interior group boundaries for the kernel: cu (M + 1 entries) from sizes, or {0, T}.
-std::vector<std::int32_t> group_bounds(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
-    if (grouping.kind() != Grouping::Kind::sizes) return {0, static_cast<std::int32_t>(tokens)};
+// The first token of each modality after the first (cu[1 .. M-1]) from group sizes; INT32_MAX
+// for the kernel's unused slots, and for every slot when grouping by ids or not at all.
+std::array<std::int32_t, detail::kMaxGroups - 1> group_starts(const NormConfig &config, const Grouping &grouping,
+                                                              std::int64_t tokens) {
+    std::array<std::int32_t, detail::kMaxGroups - 1> starts;
+    starts.fill(std::numeric_limits<std::int32_t>::max());
+    if (grouping.kind() != Grouping::Kind::sizes) return starts;
     const auto &sizes = grouping.group_sizes();
     if (static_cast<std::int64_t>(sizes.size()) != config.num_modality) {
         throw Error(ErrorCode::grouping, "got " + std::to_string(sizes.size()) + " group sizes for num_modality " +
                                              std::to_string(config.num_modality));
     }
-    std::vector<std::int32_t> cu(1, 0);
+    if (config.num_modality > detail::kMaxGroups) {
+        throw Error(ErrorCode::grouping, "grouping by sizes supports up to " + std::to_string(detail::kMaxGroups) +
+                                             " modalities (num_modality is " + std::to_string(config.num_modality) +
+                                             "); pass per-token modality ids instead");
+    }
     std::int64_t total = 0;
     for (std::size_t m = 0; m < sizes.size(); ++m) {
         if (sizes[m] < 0) {
@@ -61,13 +70,13 @@ std::vector<std::int32_t> group_bounds(const NormConfig &config, const Grouping 
             throw Error(ErrorCode::grouping, "group sizes sum past the token count " + std::to_string(tokens));
         }
         total += sizes[m];
-        cu.push_back(static_cast<std::int32_t>(total));
+        if (m + 1 < sizes.size()) starts[m] = static_cast<std::int32_t>(total);
     }
     if (total != tokens) {
         throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(total) + " but the input has " +
                                              std::to_string(tokens) + " tokens");
     }
-    return cu;
+    return starts;
 }
 
 void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
@@ -150,7 +159,7 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
                                              " but no grouping (group sizes or modality ids) was given");
     }
     if (grouping.kind() == Grouping::Kind::ids) check_ids(config_, grouping, tokens);
-    const std::vector<std::int32_t> bounds = group_bounds(config_, grouping, tokens);
+    call.group_starts = group_starts(config_, grouping, tokens);
     if (ov.count == 0) return;
 
     call.x = xv.data;
@@ -162,8 +171,6 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     call.num_patterns = config_.num_patterns;
     call.num_modality = config_.num_modality;
     call.token_ids = grouping.kind() == Grouping::Kind::ids ? grouping.token_ids() : nullptr;
-    call.group_bounds = bounds.data();
-    call.num_bounds = static_cast<std::int64_t>(bounds.size());
     call.eps = config_.eps;
     detail::run_cpu_kernel(call);
 }

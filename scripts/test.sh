@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Install, build and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2 "$@"
