@@ -7,8 +7,10 @@ set(MAGI2NORM_DTYPES f32 bf16 f16)
 # Halide target features common to every variant:
 #   large_buffers: tensors over 2 GiB (the model's reach several GiB);
 #   strict_float: no fast-math rewriting, so NaN/Inf propagate as SPEC.md says and the FP32
-#                 result is the formula's, rounding step by rounding step.
-set(MAGI2NORM_FEATURES large_buffers strict_float)
+#                 result is the formula's, rounding step by rounding step;
+#   user_context: every call carries the runtime's per-call state (the caller's CUDA context
+#                 and stream) to Halide's runtime hooks.
+set(MAGI2NORM_FEATURES large_buffers strict_float user_context)
 list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
 
 set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)

@@ -16,6 +16,7 @@ const char *error_code_name(ErrorCode code) {
     case ErrorCode::config: return "config";
     case ErrorCode::format: return "format";
     case ErrorCode::io: return "io";
+    case ErrorCode::device: return "device";
     }
     return "unknown";
 }

@@ -11,11 +11,12 @@ Grouping Grouping::sizes(std::vector<std::int64_t> group_sizes) {
     return g;
 }
 
-Grouping Grouping::ids(const std::int32_t *token_ids, std::int64_t num_tokens) {
+Grouping Grouping::ids(const std::int32_t *token_ids, std::int64_t num_tokens, Memory memory) {
     Grouping g;
     g.kind_ = Kind::ids;
     g.ids_ = token_ids;
     g.num_ids_ = num_tokens;
+    g.ids_memory_ = memory;
     return g;
 }
 

@@ -1,9 +1,11 @@
-// Calling the AOT-compiled variants: picks the variant for a dtype pair and hands it the
-// kernel layout as halide_buffer_t descriptors (no copies).
+// Calling the AOT-compiled variants: picks the variant for (backend, dtype pair) and hands it the
+// kernel layout as halide_buffer_t descriptors over the caller's memory (no copies of the data,
+// except host memory on a GPU backend, which goes to the device and back).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "layout.hpp"
 
@@ -18,15 +20,22 @@ struct KernelCall {
     DType in_dtype = DType::f32;
     void *out = nullptr;
     DType out_dtype = DType::f32;
-    const float *scale = nullptr;   // [M][P][D]
+    const float *scale = nullptr;   // [M][P][D], host or device memory (as `memory`)
     std::int64_t dim = 0, num_patterns = 1, num_modality = 1;
-    const std::int32_t *token_ids = nullptr;  // [T] or null (then all tokens read id 0)
+    const std::int32_t *token_ids = nullptr;  // [T], or null: every token reads id 0 from `zero_id`
+    const std::int32_t *zero_id = nullptr;    // one int32 zero in the same memory as the views
     // cu[1 .. kMaxGroups - 1]: the first token of modalities 1.., INT32_MAX past the last.
     std::array<std::int32_t, kMaxGroups - 1> group_starts{};
     float eps = 1e-6f;
+    Backend backend = Backend::cpu;
+    Memory memory = Memory::host;  // of x, out, scale, token ids
+    void *cuda_context = nullptr, *cuda_stream = nullptr;
 };
 
-// Runs the CPU variant for (in_dtype, out_dtype). The call must have been validated.
-void run_cpu_kernel(const KernelCall &call);
+// Runs the variant for (backend, in_dtype, out_dtype). The call must have been validated.
+void run_kernel(const KernelCall &call);
+
+// The backends that have variants in this library.
+std::vector<Backend> compiled_kernel_backends();
 
 }  // namespace magi2norm::detail

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "device_scales.hpp"
 #include "float_bits.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
@@ -96,7 +97,23 @@ void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t 
 
 }  // namespace
 
-RMSNorm::RMSNorm(const NormConfig &config) : config_(config) {
+RMSNorm::RMSNorm(const RMSNorm &other)
+    : config_(other.config_), scale_(other.scale_), device_scales_(std::make_unique<DeviceScales>()) {}
+
+RMSNorm &RMSNorm::operator=(const RMSNorm &other) {
+    if (this != &other) {
+        config_ = other.config_;
+        scale_ = other.scale_;
+        device_scales_ = std::make_unique<DeviceScales>();
+    }
+    return *this;
+}
+
+RMSNorm::RMSNorm(RMSNorm &&) noexcept = default;
+RMSNorm &RMSNorm::operator=(RMSNorm &&) noexcept = default;
+RMSNorm::~RMSNorm() = default;
+
+RMSNorm::RMSNorm(const NormConfig &config) : config_(config), device_scales_(std::make_unique<DeviceScales>()) {
     check_config(config_);
     scale_.assign(static_cast<std::size_t>(weight_size(config_)), 1.0f);
 }
@@ -118,6 +135,7 @@ void RMSNorm::set_weight(ConstTensorView weight) {
     std::vector<float> scale(static_cast<std::size_t>(w.count));
     for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = scale_of(w.dtype, packed.data() + i * elem);
     scale_ = std::move(scale);
+    device_scales_ = std::make_unique<DeviceScales>();
 }
 
 std::vector<std::int64_t> RMSNorm::output_shape(const std::vector<std::int64_t> &input_shape) const {
@@ -130,7 +148,8 @@ DType RMSNorm::output_dtype(DType input, std::optional<DType> out_dtype) const {
     return d;
 }
 
-void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView out, std::optional<DType> out_dtype) const {
+void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView out, std::optional<DType> out_dtype,
+                      const Stream &stream) const {
     // Everything is checked before the kernel runs: a refused call writes nothing.
     const auto xv = detail::check_view(x.data, x.dtype, x.shape, x.strides, "input");
     const auto ov = detail::check_view(out.data, out.dtype, out.shape, out.strides, "output");
@@ -158,7 +177,16 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
         throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config_.num_modality) +
                                              " but no grouping (group sizes or modality ids) was given");
     }
-    if (grouping.kind() == Grouping::Kind::ids) check_ids(config_, grouping, tokens);
+    const bool by_ids = grouping.kind() == Grouping::Kind::ids;
+    if (x.memory != out.memory || (by_ids && grouping.ids_memory() != x.memory)) {
+        throw Error(ErrorCode::device, "input, output and modality ids must all be in host memory or all in device memory");
+    }
+    call.backend = stream.backend ? *stream.backend : default_backend();
+    call.memory = x.memory;
+    if (call.memory == Memory::device && call.backend != Backend::cuda) {
+        throw Error(ErrorCode::device, std::string("device-memory views need the cuda backend, not ") + backend_name(call.backend));
+    }
+    if (by_ids && call.memory == Memory::host) check_ids(config_, grouping, tokens);
     call.group_starts = group_starts(config_, grouping, tokens);
     if (ov.count == 0) return;
 
@@ -166,13 +194,21 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     call.in_dtype = xv.dtype;
     call.out = out.data;
     call.out_dtype = want;
+    static const std::int32_t kZeroId = 0;
     call.scale = scale_.data();
+    call.zero_id = &kZeroId;
+    if (call.memory == Memory::device) {
+        call.cuda_context = detail::resolve_cuda_context(stream.context);
+        call.cuda_stream = stream.stream;
+        call.scale = device_scales_->get(scale_, call.backend, call.cuda_context, call.cuda_stream);
+        call.zero_id = reinterpret_cast<const std::int32_t *>(call.scale + scale_.size());
+    }
     call.dim = config_.dim;
     call.num_patterns = config_.num_patterns;
     call.num_modality = config_.num_modality;
-    call.token_ids = grouping.kind() == Grouping::Kind::ids ? grouping.token_ids() : nullptr;
+    call.token_ids = by_ids ? grouping.token_ids() : nullptr;
     call.eps = config_.eps;
-    detail::run_cpu_kernel(call);
+    detail::run_kernel(call);
 }
 
 }  // namespace magi2norm

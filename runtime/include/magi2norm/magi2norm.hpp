@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -46,6 +47,7 @@ enum class ErrorCode {
     config,       // dim, eps, num_modality or num_patterns out of range
     format,       // a malformed file (safetensors)
     io,           // a file that cannot be read or written
+    device,       // a backend that is not compiled in, has no driver or device, or failed
 };
 
 const char *error_code_name(ErrorCode code);
@@ -60,9 +62,41 @@ private:
 };
 
 // ---------------------------------------------------------------------------------------------
+// Backends and memory
+// ---------------------------------------------------------------------------------------------
+// Where a norm runs: the CPU variants (AVX-512 / AVX2 / SSE4.1, picked at run time), or the GPU
+// schedule compiled for OpenCL or CUDA.
+enum class Backend : std::uint8_t { cpu, opencl, cuda };
+const char *backend_name(Backend backend);
+// The backends this library was built with.
+std::vector<Backend> compiled_backends();
+// Whether `backend` can run here now: compiled in, its driver loads, a device answers. When
+// not, `why` (if given) receives the reason.
+bool backend_available(Backend backend, std::string *why = nullptr);
+// The backend of calls that do not name one: MAGI2NORM_BACKEND (cpu, opencl, cuda) from the
+// environment at first use, else cpu; set_default_backend changes it for the process.
+Backend default_backend();
+void set_default_backend(Backend backend);
+
+// Where a view's data lives. Host memory works with every backend (the GPU backends copy it to
+// the device and back, synchronously: a convenience, not the fast path). Device memory is a
+// CUDA device pointer (CUdeviceptr cast to a pointer) for the CUDA backend, used in place.
+enum class Memory : std::uint8_t { host, device };
+
+// The caller's execution context for a GPU call. CUDA: `context` is a CUcontext and `stream` a
+// CUstream, both as void*; null context means the calling thread's current context (what a
+// PyTorch host has), null stream the legacy default stream. The call enqueues its work on that
+// stream and returns without synchronizing when every view is in device memory.
+struct Stream {
+    std::optional<Backend> backend;  // unset: default_backend()
+    void *context = nullptr;
+    void *stream = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Tensor views
 // ---------------------------------------------------------------------------------------------
-// A strided view of host memory. `strides` are in elements, one per axis, and may be 0
+// A strided view of a tensor. `strides` are in elements, one per axis, and may be 0
 // (broadcast) or negative; leave them empty for a contiguous row-major tensor.
 template <typename Pointer>
 struct BasicTensorView {
@@ -70,15 +104,16 @@ struct BasicTensorView {
     DType dtype = DType::f32;
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> strides;
+    Memory memory = Memory::host;
 
     BasicTensorView() = default;
     BasicTensorView(Pointer data_, DType dtype_, std::vector<std::int64_t> shape_,
-                    std::vector<std::int64_t> strides_ = {})
-        : data(data_), dtype(dtype_), shape(std::move(shape_)), strides(std::move(strides_)) {}
+                    std::vector<std::int64_t> strides_ = {}, Memory memory_ = Memory::host)
+        : data(data_), dtype(dtype_), shape(std::move(shape_)), strides(std::move(strides_)), memory(memory_) {}
     // A mutable view converts to a read-only one.
     template <typename Other>
     BasicTensorView(const BasicTensorView<Other> &other)  // NOLINT: implicit on purpose
-        : data(other.data), dtype(other.dtype), shape(other.shape), strides(other.strides) {}
+        : data(other.data), dtype(other.dtype), shape(other.shape), strides(other.strides), memory(other.memory) {}
 };
 
 using TensorView = BasicTensorView<void *>;
@@ -104,8 +139,9 @@ public:
     // Tokens ordered by modality, modality m owning `group_sizes[m]` consecutive tokens.
     static Grouping sizes(std::vector<std::int64_t> group_sizes);
     // One id per token, in any order. The ids are borrowed, not copied: keep them alive
-    // for the duration of the call.
-    static Grouping ids(const std::int32_t *token_ids, std::int64_t num_tokens);
+    // for the duration of the call. Ids in device memory (CUDA) are not range-checked on the
+    // host; the kernel clamps them to [0, num_modality).
+    static Grouping ids(const std::int32_t *token_ids, std::int64_t num_tokens, Memory memory = Memory::host);
     // The group sizes of a dispatcher: the input is in its dispatched (modality-sorted) order.
     static Grouping from(const ModalityDispatcher &dispatcher);
 
@@ -113,12 +149,14 @@ public:
     const std::vector<std::int64_t> &group_sizes() const { return sizes_; }
     const std::int32_t *token_ids() const { return ids_; }
     std::int64_t num_tokens() const { return num_ids_; }
+    Memory ids_memory() const { return ids_memory_; }
 
 private:
     Kind kind_ = Kind::none;
     std::vector<std::int64_t> sizes_;
     const std::int32_t *ids_ = nullptr;
     std::int64_t num_ids_ = 0;
+    Memory ids_memory_ = Memory::host;
 };
 
 // The model's per-step grouping helper: from a 1-D modality mapping it builds the stable
@@ -179,12 +217,22 @@ public:
     DType output_dtype(DType input, std::optional<DType> out_dtype = std::nullopt) const;
 
     // y = norm(x). `out` must have output_shape(x.shape) and output_dtype(x.dtype, out_dtype).
+    // `stream` picks the backend and, for CUDA, the caller's context and stream.
     void forward(ConstTensorView x, const Grouping &grouping, TensorView out,
-                 std::optional<DType> out_dtype = std::nullopt) const;
+                 std::optional<DType> out_dtype = std::nullopt, const Stream &stream = {}) const;
+
+    RMSNorm(const RMSNorm &other);
+    RMSNorm &operator=(const RMSNorm &other);
+    RMSNorm(RMSNorm &&) noexcept;
+    RMSNorm &operator=(RMSNorm &&) noexcept;
+    ~RMSNorm();
 
 private:
     NormConfig config_;
     std::vector<float> scale_;
+    // Device copies of the scale, made on the first device-memory call per CUDA context.
+    struct DeviceScales;
+    std::unique_ptr<DeviceScales> device_scales_;
 };
 
 // ---------------------------------------------------------------------------------------------

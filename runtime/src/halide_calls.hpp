@@ -1,0 +1,29 @@
+// Shared plumbing for calls into the Halide runtime: the per-call user context, the error
+// message capture, and the device interfaces of the GPU backends compiled in.
+#pragma once
+
+#include <string>
+
+#include "HalideRuntime.h"
+#include "magi2norm/magi2norm.hpp"
+
+namespace magi2norm::detail {
+
+// What every variant receives as Halide's user_context: the caller's CUDA context and stream
+// (both null for the CPU and OpenCL backends), read by the CUDA hooks in backends.cpp.
+struct CallContext {
+    void *cuda_context = nullptr;
+    void *cuda_stream = nullptr;
+};
+
+// Installs the error capture and the CUDA hooks (once per process).
+void install_halide_hooks();
+// The message of the last Halide error on this thread, then cleared.
+std::string take_halide_error();
+// The CUDA context a call will use: `requested`, else the calling thread's current one, else
+// null (Halide's own context).
+void *resolve_cuda_context(void *requested);
+// The device interface of a GPU backend; throws Error(device) when it is not compiled in.
+const halide_device_interface_t *device_interface(Backend backend);
+
+}  // namespace magi2norm::detail
