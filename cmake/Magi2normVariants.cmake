@@ -16,13 +16,22 @@ list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
 set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)
 
 # magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>]
-#                        [CROSS <runtime>])
+#                        [BACKEND <cpu|opencl|cuda>] [COMPUTE_CAPABILITY <nn>] [CROSS <runtime>] [PTX])
+# BACKEND defaults to FAMILY; COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times
+# 10, that the variants run on.
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
 # build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
 # With CROSS, the variants are for another machine: static libraries using that runtime, listed
 # in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's library).
+# With PTX (CUDA targets), each variant also writes its PTX, listed in MAGI2NORM_PTX_FILES.
 function(magi2norm_add_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "FAMILY;CROSS" "TARGETS;PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;CROSS;BACKEND;COMPUTE_CAPABILITY" "TARGETS;PARAMS")
+    if (NOT ARG_BACKEND)
+        set(ARG_BACKEND ${ARG_FAMILY})
+    endif ()
+    if (NOT ARG_COMPUTE_CAPABILITY)
+        set(ARG_COMPUTE_CAPABILITY 0)
+    endif ()
     set(runtime ${MAGI2NORM_RUNTIME})
     if (ARG_CROSS)
         set(runtime ${ARG_CROSS})
@@ -30,11 +39,17 @@ function(magi2norm_add_variants)
     set(objects "")
     set(targets "")
     set(entries "")
+    set(ptx_files "")
     list(LENGTH ARG_TARGETS num_targets)
     foreach (in_type IN LISTS MAGI2NORM_DTYPES)
         foreach (out_type IN LISTS MAGI2NORM_DTYPES)
             set(name "magi2_norm_${ARG_FAMILY}_${in_type}_${out_type}")
+            set(device_code_args "")
+            if (ARG_PTX)
+                set(device_code_args DEVICE_CODE ptx_file)
+            endif ()
             add_halide_library(${name} FROM magi2norm.generator
+                ${device_code_args}
                 GENERATOR magi2_norm
                 TARGETS ${ARG_TARGETS}
                 FEATURES ${MAGI2NORM_FEATURES}
@@ -49,13 +64,17 @@ function(magi2norm_add_variants)
                 list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
             endif ()
             list(APPEND targets ${name})
-            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${in_type}, ${out_type})\n")
+            if (ARG_PTX)
+                list(APPEND ptx_files ${ptx_file})
+            endif ()
+            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${in_type}, ${out_type})\n")
         endforeach ()
     endforeach ()
     if (ARG_CROSS)
         set(MAGI2NORM_CROSS_TARGETS ${MAGI2NORM_CROSS_TARGETS} ${targets} PARENT_SCOPE)
         return()
     endif ()
+    set(MAGI2NORM_PTX_FILES ${MAGI2NORM_PTX_FILES} ${ptx_files} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
     set(MAGI2NORM_KERNEL_ENTRIES "${MAGI2NORM_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)

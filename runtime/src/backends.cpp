@@ -29,13 +29,18 @@ void capture_error(void *, const char *message) { last_error = message; }
 halide_cuda_acquire_context_t default_acquire_context = nullptr;
 halide_cuda_get_stream_t default_get_stream = nullptr;
 
+// A CUDA driver function, looked up without linking the driver; null when the process has not
+// loaded it (and `load` is false) or it does not exist.
+template <typename Fn>
+Fn driver_function(const char *name, bool load) {
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | (load ? 0 : RTLD_NOLOAD));
+    return driver ? reinterpret_cast<Fn>(dlsym(driver, name)) : nullptr;
+}
+
 // The calling thread's current CUDA context, if the process has loaded the driver and made one
-// current (as a PyTorch host has); found without linking the driver.
+// current (as a PyTorch host has).
 void *current_cuda_context() {
-    static auto get_current = []() -> int (*)(void **) {
-        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        return driver ? reinterpret_cast<int (*)(void **)>(dlsym(driver, "cuCtxGetCurrent")) : nullptr;
-    }();
+    static const auto get_current = driver_function<int (*)(void **)>("cuCtxGetCurrent", false);
     void *context = nullptr;
     if (get_current == nullptr || get_current(&context) != 0) return nullptr;
     return context;
@@ -62,6 +67,41 @@ int get_stream(void *user_context, void *context, void **stream) {
 #endif
 
 }  // namespace
+
+int cuda_compute_capability(void *context) {
+#if MAGI2NORM_HAS_CUDA
+    using InitFn = int (*)(unsigned);
+    using PushFn = int (*)(void *);
+    using PopFn = int (*)(void **);
+    using DeviceFn = int (*)(int *);
+    using DeviceGetFn = int (*)(int *, int);
+    using AttributeFn = int (*)(int *, int, int);
+    const auto init = driver_function<InitFn>("cuInit", true);
+    const auto push = driver_function<PushFn>("cuCtxPushCurrent_v2", true);
+    const auto pop = driver_function<PopFn>("cuCtxPopCurrent_v2", true);
+    const auto ctx_device = driver_function<DeviceFn>("cuCtxGetDevice", true);
+    const auto device_get = driver_function<DeviceGetFn>("cuDeviceGet", true);
+    const auto attribute = driver_function<AttributeFn>("cuDeviceGetAttribute", true);
+    if (!init || !push || !pop || !ctx_device || !device_get || !attribute || init(0) != 0) return 0;
+    int device = 0;
+    if (context) {
+        void *popped = nullptr;
+        if (push(context) != 0) return 0;
+        const int status = ctx_device(&device);
+        pop(&popped);
+        if (status != 0) return 0;
+    } else if (device_get(&device, 0) != 0) {
+        return 0;
+    }
+    constexpr int kMajor = 75, kMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+    int major = 0, minor = 0;
+    if (attribute(&major, kMajor, device) != 0 || attribute(&minor, kMinor, device) != 0) return 0;
+    return major * 10 + minor;
+#else
+    (void)context;
+    return 0;
+#endif
+}
 
 void install_halide_hooks() {
     static std::once_flag once;

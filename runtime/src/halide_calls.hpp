@@ -23,6 +23,9 @@ std::string take_halide_error();
 // The CUDA context a call will use: `requested`, else the calling thread's current one, else
 // null (Halide's own context).
 void *resolve_cuda_context(void *requested);
+// Compute capability x10 of the device of a CUDA context (null: device 0, which Halide's own
+// context uses); 0 when the driver or the device cannot tell.
+int cuda_compute_capability(void *context);
 // The device interface of a GPU backend; throws Error(device) when it is not compiled in.
 const halide_device_interface_t *device_interface(Backend backend);
 

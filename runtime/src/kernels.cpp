@@ -18,20 +18,29 @@ using KernelFn = int (*)(void **args);
 
 struct KernelEntry {
     Backend backend;
+    int compute_capability;  // CUDA: the lowest device capability (x10) the PTX runs on; else 0
     DType in, out;
     KernelFn fn;
 };
 
-#define MAGI2NORM_KERNEL(family, in, out) {Backend::family, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv},
+#define MAGI2NORM_KERNEL(family, backend, cc, in, out) \
+    {Backend::backend, cc, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_kernel_list.inc"
 };
 #undef MAGI2NORM_KERNEL
 
-KernelFn find_kernel(Backend backend, DType in, DType out) {
+// The variant for the dtype pair; for CUDA the one built for the highest capability the device
+// has (or the lowest built, when the capability is unknown: its failure then names the cause).
+KernelFn find_kernel(Backend backend, DType in, DType out, int device_capability) {
+    const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
-        if (k.backend == backend && k.in == in && k.out == out) return k.fn;
+        if (k.backend != backend || k.in != in || k.out != out) continue;
+        if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
+        if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
     }
+    if (!best) best = lowest;
+    if (best) return best->fn;
     throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " kernel for " +
                                        dtype_name(in) + " -> " + dtype_name(out));
 }
@@ -143,7 +152,8 @@ std::vector<Backend> compiled_kernel_backends() {
 
 void run_kernel(const KernelCall &c) {
     install_halide_hooks();
-    const KernelFn fn = find_kernel(c.backend, c.in_dtype, c.out_dtype);
+    const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.cuda_context) : 0;
+    const KernelFn fn = find_kernel(c.backend, c.in_dtype, c.out_dtype, capability);
     const KernelLayout &l = c.layout;
     CallContext context{c.cuda_context, c.cuda_stream};
 
