@@ -7,18 +7,21 @@ using namespace Halide;
 void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &target) {
     const int vec = params.vector_width > 0 ? params.vector_width : 2 * target.natural_vector_size<float>();
 
-    // Rows are independent: fuse every non-normalized axis into one row loop and hand out
-    // batches of rows to threads. A batch of ~64 KiB of input amortizes the task overhead for
-    // small D (D = 128 gives 256 rows per task in f32) while leaving enough tasks to balance.
-    Var ha("ha"), row("row"), task("task"), row_in("row_in");
-    Expr rows_per_task = max(1, params.task_bytes / max(1, s.dim * s.in_bytes));
-    s.output.fuse(s.h, s.a, ha).fuse(ha, s.t, row).split(row, task, row_in, rows_per_task, TailStrategy::GuardWithIf).parallel(task);
+    // Tokens are independent: hand out batches of tokens to threads. A batch of ~64 KiB of
+    // input amortizes the task overhead for small rows (the Q/K norm's 24 x 128) while leaving
+    // enough tasks to balance. The loops are not fused: fusing (h, a, t) into one row loop
+    // made bounds inference size the per-row scalars for every head (an allocation per row).
+    Var task("task"), t_in("t_in");
+    Expr token_bytes = max(1, s.dim * s.in_bytes * s.output.output_buffer().dim(1).extent() *
+                                  s.output.output_buffer().dim(2).extent());
+    Expr tokens_per_task = max(1, params.task_bytes / token_bytes);
+    s.output.split(s.t, task, t_in, tokens_per_task, TailStrategy::GuardWithIf).parallel(task);
 
-    // Per-row scalars live in registers of the row loop: the modality is a few compares per
-    // row, the inverse RMS one sqrt and one divide per row.
-    s.modality.compute_at(s.output, row_in);
-    s.inv_rms.compute_at(s.output, row_in);
-    s.sum_squares.compute_at(s.output, row_in);
+    // Per-token and per-row scalars live in registers: the modality is a few compares per
+    // token, the inverse RMS one sqrt and one divide per row.
+    s.modality.compute_at(s.output, t_in);
+    s.inv_rms.compute_at(s.output, s.h);
+    s.sum_squares.compute_at(s.output, s.h);
 
     // The sum of squares accumulates in `vec` independent lanes (one vector register chain per
     // natural vector) and then adds the lanes in order. The same split is used on every path,
@@ -27,7 +30,7 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     Var lane("lane");
     s.sum_squares.update().split(s.r.x, ro, ri, vec, TailStrategy::Predicate);
     Func lanes = s.sum_squares.update().rfactor(ri, lane);
-    lanes.compute_at(s.output, row_in);
+    lanes.compute_at(s.output, s.h);
 
     // Fast path: unit inner strides and at least one full vector per row. ShiftInwards
     // re-computes a few elements of the last vector instead of a scalar tail.
