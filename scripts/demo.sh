@@ -3,5 +3,5 @@
 # synthetic data, check sampled rows against the plain reference, and print the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh -DMAGI2NORM_BUILD_TESTS=OFF >/dev/null
+bash scripts/build.sh -DMAGI2NORM_BUILD_TESTS=OFF -DMAGI2NORM_BUILD_BENCHMARKS=OFF >/dev/null
 "${BUILD_DIR:-build}/tools/magi2-norm" demo "$@"

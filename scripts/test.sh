@@ -2,5 +2,5 @@
 # Install, build and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+bash scripts/build.sh -DMAGI2NORM_BUILD_BENCHMARKS=OFF
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2 "$@"

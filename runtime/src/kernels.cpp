@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "cpu_streaming.hpp"
 #include "halide_calls.hpp"
+#include "kernel_args.hpp"
 #include "magi2norm_kernel_headers.h"
 #if MAGI2NORM_HAS_CUDA
 #include "HalideRuntimeCuda.h"
@@ -11,10 +13,6 @@
 namespace magi2norm::detail {
 
 namespace {
-
-// Every variant's _argv entry point: pointers to (user_context, x, scale, token_modality,
-// group_start_1..15, eps, out), in that order.
-using KernelFn = int (*)(void **args);
 
 struct KernelEntry {
     Backend backend;
@@ -45,27 +43,6 @@ KernelFn find_kernel(Backend backend, DType in, DType out, int device_capability
                                        dtype_name(in) + " -> " + dtype_name(out));
 }
 
-halide_type_t storage_type(DType dtype) {
-    return dtype == DType::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_uint, 16);
-}
-
-// A halide_buffer_t over the caller's memory, with its dimensions stored alongside.
-template <int N>
-struct HalideBuffer {
-    halide_buffer_t buffer{};
-    halide_dimension_t dims[N]{};
-
-    explicit HalideBuffer(halide_type_t type) {
-        buffer.type = type;
-        buffer.dimensions = N;
-        buffer.dim = dims;
-    }
-    HalideBuffer(const HalideBuffer &) = delete;
-    HalideBuffer &operator=(const HalideBuffer &) = delete;
-    void set_dim(int i, std::int64_t extent, std::int64_t stride) {
-        dims[i] = halide_dimension_t(0, static_cast<std::int32_t>(extent), static_cast<std::int32_t>(stride));
-    }
-};
 
 // How the buffers of one call meet the backend's memory: host memory as is (CPU), host memory
 // staged through the device (GPU backend, host views), or device memory wrapped in place.
@@ -154,42 +131,19 @@ void run_kernel(const KernelCall &c) {
     install_halide_hooks();
     const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.cuda_context) : 0;
     const KernelFn fn = find_kernel(c.backend, c.in_dtype, c.out_dtype, capability);
-    const KernelLayout &l = c.layout;
-    CallContext context{c.cuda_context, c.cuda_stream};
-
-    HalideBuffer<4> x(storage_type(c.in_dtype)), out(storage_type(c.out_dtype));
-    for (int axis = 0; axis < 4; ++axis) {
-        x.set_dim(axis, l.extent[axis], l.x_stride[axis]);
-        out.set_dim(axis, l.extent[axis], l.out_stride[axis]);
+    int status;
+    if (streams_output(c)) {
+        status = run_streamed(fn, c);
+    } else {
+        KernelArgs k(c);
+        Staging staging(c, &k.context);
+        staging.input(k.x.buffer, c.x);
+        staging.input(k.scale.buffer, c.scale);
+        staging.input(k.ids.buffer, c.token_ids ? c.token_ids : c.zero_id);
+        staging.output(k.out.buffer, c.out);
+        status = fn(k.pack());
+        if (status == 0) status = staging.finish(k.out.buffer);
     }
-    HalideBuffer<3> scale(halide_type_t(halide_type_float, 32));
-    scale.set_dim(0, c.dim, 1);
-    scale.set_dim(1, l.extent[1], l.scale_h_stride);
-    scale.set_dim(2, c.num_modality, c.num_patterns * c.dim);
-    // Without per-token ids every token reads id 0 through a stride-0 view of one zero.
-    HalideBuffer<1> ids(halide_type_t(halide_type_int, 32));
-    ids.set_dim(0, l.extent[3], c.token_ids ? 1 : 0);
-
-    Staging staging(c, &context);
-    staging.input(x.buffer, c.x);
-    staging.input(scale.buffer, c.scale);
-    staging.input(ids.buffer, c.token_ids ? c.token_ids : c.zero_id);
-    staging.output(out.buffer, c.out);
-
-    void *user_context = &context;
-    std::array<std::int32_t, kMaxGroups - 1> starts = c.group_starts;
-    float eps = c.eps;
-    std::array<void *, 1 + 3 + kMaxGroups - 1 + 2> args{};
-    std::size_t n = 0;
-    args[n++] = &user_context;
-    args[n++] = &x.buffer;
-    args[n++] = &scale.buffer;
-    args[n++] = &ids.buffer;
-    for (std::int32_t &start : starts) args[n++] = &start;
-    args[n++] = &eps;
-    args[n++] = &out.buffer;
-    int status = fn(args.data());
-    if (status == 0) status = staging.finish(out.buffer);
     if (status != 0) {
         throw Error(ErrorCode::device, std::string(backend_name(c.backend)) + " kernel failed (Halide status " +
                                            std::to_string(status) + "): " + take_halide_error());

@@ -1,0 +1,116 @@
+#include "cpu_streaming.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+namespace magi2norm {
+
+namespace {
+std::atomic<std::int64_t> streaming_min{8 << 20};
+}  // namespace
+
+void set_streaming_min_bytes(std::int64_t bytes) { streaming_min.store(bytes); }
+std::int64_t streaming_min_bytes() { return streaming_min.load(); }
+
+namespace detail {
+
+namespace {
+
+// Input bytes per slice: the CPU schedule's task size (schedules/cpu_schedule.h), so a slice
+// is one task of the variant and runs on the thread that will copy it out.
+constexpr std::int64_t kSliceInputBytes = 64 * 1024;
+
+// Copies `bytes` to `dst`; its 16-byte-aligned body with non-temporal stores (SSE2, present on
+// every x86-64), which write lines without reading them first.
+void stream_copy(std::uint8_t *dst, const std::uint8_t *src, std::size_t bytes) {
+#if defined(__x86_64__)
+    const std::size_t head = std::min<std::size_t>(bytes, (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16);
+    std::memcpy(dst, src, head);
+    std::size_t i = head;
+    for (; i + 16 <= bytes; i += 16) {
+        _mm_stream_si128(reinterpret_cast<__m128i *>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i)));
+    }
+    std::memcpy(dst + i, src + i, bytes - i);
+#else
+    std::memcpy(dst, src, bytes);
+#endif
+}
+
+struct StreamJob {
+    KernelFn fn;
+    const KernelCall *call;
+    std::int64_t tokens_per_slice;
+};
+
+std::int64_t token_elements(const KernelLayout &l) { return l.extent[0] * l.extent[1] * l.extent[2]; }
+
+int run_slice(void *, int slice, std::uint8_t *closure) {
+    const auto &job = *reinterpret_cast<const StreamJob *>(closure);
+    const KernelCall &c = *job.call;
+    const KernelLayout &l = c.layout;
+    const std::int64_t t0 = slice * job.tokens_per_slice;
+    const std::int64_t tokens = std::min(job.tokens_per_slice, l.extent[3] - t0);
+    const std::int64_t in_elem = static_cast<std::int64_t>(dtype_size(c.in_dtype));
+    const std::int64_t out_elem = static_cast<std::int64_t>(dtype_size(c.out_dtype));
+
+    // The slice's tokens keep their absolute index (buffer min t0), so group starts and ids
+    // apply unchanged; the output goes to a dense scratch of the slice's shape.
+    thread_local std::vector<std::uint8_t> scratch;
+    scratch.resize(static_cast<std::size_t>(tokens * token_elements(l) * out_elem));
+    KernelArgs k(c);
+    k.x.set_dim(3, t0, tokens, l.x_stride[3]);
+    k.x.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(c.x)) + t0 * l.x_stride[3] * in_elem;
+    k.scale.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<float *>(c.scale));
+    k.ids.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<std::int32_t *>(c.token_ids ? c.token_ids : c.zero_id));
+    k.out.set_dim(0, 0, l.extent[0], 1);
+    k.out.set_dim(1, 0, l.extent[1], l.extent[0]);
+    k.out.set_dim(2, 0, l.extent[2], l.extent[0] * l.extent[1]);
+    k.out.set_dim(3, t0, tokens, token_elements(l));
+    k.out.buffer.host = scratch.data();
+    const int status = job.fn(k.pack());
+    if (status != 0) return status;
+
+    const std::size_t row_bytes = static_cast<std::size_t>(l.extent[0] * out_elem);
+    const std::uint8_t *src = scratch.data();
+    auto *out = static_cast<std::uint8_t *>(c.out);
+    for (std::int64_t t = t0; t < t0 + tokens; ++t) {
+        for (std::int64_t a = 0; a < l.extent[2]; ++a) {
+            for (std::int64_t h = 0; h < l.extent[1]; ++h, src += row_bytes) {
+                const std::int64_t row = t * l.out_stride[3] + a * l.out_stride[2] + h * l.out_stride[1];
+                stream_copy(out + row * out_elem, src, row_bytes);
+            }
+        }
+    }
+#if defined(__x86_64__)
+    // Streaming stores are weakly ordered: make them visible before the slice reports done.
+    _mm_sfence();
+#endif
+    return 0;
+}
+
+}  // namespace
+
+bool streams_output(const KernelCall &c) {
+    const std::int64_t threshold = streaming_min_bytes();
+    const KernelLayout &l = c.layout;
+    const std::int64_t out_bytes = token_elements(l) * l.extent[3] * static_cast<std::int64_t>(dtype_size(c.out_dtype));
+    return threshold > 0 && c.backend == Backend::cpu && c.memory == Memory::host && l.out_stride[0] == 1 &&
+           l.extent[3] > 1 && out_bytes >= threshold;
+}
+
+int run_streamed(KernelFn fn, const KernelCall &c) {
+    const std::int64_t token_bytes = token_elements(c.layout) * static_cast<std::int64_t>(dtype_size(c.in_dtype));
+    StreamJob job{fn, &c, std::max<std::int64_t>(1, kSliceInputBytes / std::max<std::int64_t>(1, token_bytes))};
+    const std::int64_t slices = (c.layout.extent[3] + job.tokens_per_slice - 1) / job.tokens_per_slice;
+    CallContext context;
+    return halide_do_par_for(&context, run_slice, 0, static_cast<int>(slices), reinterpret_cast<std::uint8_t *>(&job));
+}
+
+}  // namespace detail
+}  // namespace magi2norm
