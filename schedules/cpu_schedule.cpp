@@ -23,8 +23,8 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     s.inv_rms.compute_at(s.output, s.h);
     s.sum_squares.compute_at(s.output, s.h);
 
-    // The sum of squares accumulates in `vec` independent lanes (one vector register chain per
-    // natural vector) and then adds the lanes in order. The same split is used on every path,
+    // The sum of squares accumulates in `vec` independent FP64 lanes (vec / 4 AVX2 registers)
+    // and then adds the lanes in order. The same split is used on every path,
     // vectorized or not, so the FP32 result does not depend on the strides of the call.
     RVar ro("ro"), ri("ri");
     Var lane("lane");

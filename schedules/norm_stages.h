@@ -13,7 +13,7 @@ struct NormStages {
     Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"};
 
     Halide::Func output;       // out(d, h, a, t): the cast result, the pipeline's output
-    Halide::Func sum_squares;  // (h, a, t): sum over r of xf^2, an FP32 reduction
+    Halide::Func sum_squares;  // (h, a, t): sum over r of xf^2 (FP32 squares), an FP64 reduction
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
     Halide::RDom r;            // over the normalized axis, [0, dim)

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 HALIDE_VERSION=21.0.0
 CMAKE_VERSION=4.4.5
 DEB_PACKAGES=(build-essential ninja-build python3-venv googletest libgtest-dev libbenchmark-dev
-              nlohmann-json3-dev pocl-opencl-icd ocl-icd-opencl-dev)
+              nlohmann-json3-dev pocl-opencl-icd ocl-icd-opencl-dev libdlpack-dev pkg-config)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

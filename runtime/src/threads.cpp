@@ -1,11 +1,68 @@
+// CPU threading: the size of the library's pool, and a host's own parallel loop in its place.
+#include <atomic>
+#include <mutex>
+
 #include "HalideRuntime.h"
 #include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm {
 
+namespace {
+
+struct HostLoop {
+    ParallelFor parallel_for = nullptr;
+    void *context = nullptr;
+};
+
+std::mutex host_loop_mutex;
+HostLoop host_loop;  // guarded by host_loop_mutex
+
+HostLoop current_host_loop() {
+    std::lock_guard<std::mutex> lock(host_loop_mutex);
+    return host_loop;
+}
+
+// One halide_do_par_for call, as the host's tasks see it.
+struct ParForCall {
+    void *user_context;
+    halide_task_t task;
+    int min;
+    std::uint8_t *closure;
+    std::atomic<int> result{0};  // the first nonzero task result, which Halide reports as the error
+};
+
+void run_task(void *task_context, int index) {
+    auto *call = static_cast<ParForCall *>(task_context);
+    // halide_do_task honours a custom do_task, as Halide's own pool does.
+    const int result = halide_do_task(call->user_context, call->task, call->min + index, call->closure);
+    int none = 0;
+    if (result != 0) call->result.compare_exchange_strong(none, result);
+}
+
+// Halide's parallel loops all come here; without a host loop they go on to Halide's own pool.
+int forward_par_for(void *user_context, halide_task_t task, int min, int size, std::uint8_t *closure) {
+    const HostLoop loop = current_host_loop();
+    if (loop.parallel_for == nullptr) return halide_default_do_par_for(user_context, task, min, size, closure);
+    ParForCall call{user_context, task, min, closure};
+    loop.parallel_for(loop.context, size, run_task, &call);
+    return call.result.load();
+}
+
+// Installed during static initialisation, before any norm can run, and never swapped out again:
+// Halide reads its do_par_for pointer without synchronisation, so changing it while another
+// thread runs a norm would be a data race. set_parallel_for switches the loop, under a lock.
+[[maybe_unused]] const auto previous_par_for = halide_set_custom_do_par_for(forward_par_for);
+
+}  // namespace
+
 // The one Halide runtime inside the library owns the thread pool all variants share.
 void set_num_threads(int n) { halide_set_num_threads(n <= 0 ? 0 : n); }
 
 int num_threads() { return halide_get_num_threads(); }
+
+void set_parallel_for(ParallelFor parallel_for, void *context) {
+    std::lock_guard<std::mutex> lock(host_loop_mutex);
+    host_loop = HostLoop{parallel_for, parallel_for ? context : nullptr};
+}
 
 }  // namespace magi2norm

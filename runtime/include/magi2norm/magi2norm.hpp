@@ -236,11 +236,31 @@ private:
 };
 
 // ---------------------------------------------------------------------------------------------
+// Streaming stores
+// ---------------------------------------------------------------------------------------------
+// CPU outputs of at least this many bytes are written with streaming (non-temporal) stores,
+// which skip reading each output line before writing it; smaller outputs use ordinary stores and
+// stay in cache for their consumer. Default 8 MiB; 0 turns streaming off. Results are identical
+// either way.
+void set_streaming_min_bytes(std::int64_t bytes);
+std::int64_t streaming_min_bytes();
+
+// ---------------------------------------------------------------------------------------------
 // Threads
 // ---------------------------------------------------------------------------------------------
 // Threads used by CPU calls (all calls in the process); n <= 0 restores the default, which is
 // every core (or HL_NUM_THREADS when set).
 void set_num_threads(int n);
 int num_threads();
+
+// A host's parallel loop: runs task(task_context, i) for every i in [0, count), in any order and
+// on any threads, and returns once all have returned. Tasks never throw and never wait on each
+// other, so running them one after another on the calling thread is also correct.
+using ParallelFor = void (*)(void *context, int count, void (*task)(void *task_context, int index),
+                             void *task_context);
+// Runs the parallel loop of CPU calls through `parallel_for` (handed `context` back), e.g. on the
+// host's own thread pool, instead of the library's pool; nullptr restores the library's pool.
+// set_num_threads does not apply to a host's loop. Takes effect for calls that start afterwards.
+void set_parallel_for(ParallelFor parallel_for, void *context = nullptr);
 
 }  // namespace magi2norm

@@ -1,0 +1,73 @@
+// magi2norm_bench: the norm against the memory system and against peers, case by case.
+//   magi2norm_bench [Google Benchmark flags: --benchmark_filter, --benchmark_format=json, ...]
+// Benchmarks are named <norm>/<in>_<out>/<grouping>/T<tokens>/<implementation>; the copy
+// ceilings and the machine's cache size go into the JSON context. Notes go to stderr, so that
+// stdout is pure JSON with --benchmark_format=json.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ceilings.hpp"
+#include "harness.hpp"
+
+namespace {
+
+using namespace magi2norm::bench;
+
+// Starts the Halide thread pool (shared by ours and the autoscheduled peers) before anything is
+// timed: a pre-norm at T = 4096 hands out enough tasks to wake every worker.
+void warm_thread_pool() {
+    Case c{"warm_up", {3072}, magi2norm::DType::bf16, magi2norm::DType::bf16, 4096, 1, GroupingKind::none};
+    Workspace ws(c);
+    ours().prepare(ws)->run(0);
+}
+
+void add_context(const Ceilings &ceiling) {
+    auto gbps = [](double bps) { return std::to_string(bps / 1e9); };
+    benchmark::AddCustomContext("ceiling_memcpy_GBps", gbps(ceiling.memcpy_bps));
+    benchmark::AddCustomContext("ceiling_copy_GBps", gbps(ceiling.copy_bps));
+    benchmark::AddCustomContext("ceiling_stream_GBps", gbps(ceiling.stream_bps));
+    benchmark::AddCustomContext("ceiling_threads", std::to_string(ceiling.threads));
+    benchmark::AddCustomContext("ceiling_bytes", std::to_string(ceiling.bytes));
+    benchmark::AddCustomContext("last_level_cache_bytes", std::to_string(last_level_cache_bytes()));
+    benchmark::AddCustomContext("magi2norm_threads", std::to_string(magi2norm::num_threads()));
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    // First, so that every thread count read below (implementations, ceilings) is the pool's:
+    // magi2norm::num_threads() reads 0 until the Halide runtime has run a pipeline.
+    warm_thread_pool();
+
+    std::vector<Implementation> implementations = {ours(), scalar_peer()};
+    for (Implementation &peer : halide_autoscheduler_peers()) implementations.push_back(std::move(peer));
+    std::string torch_note;
+    for (Implementation &peer : torch_peers(torch_note)) implementations.push_back(std::move(peer));
+    if (!torch_note.empty()) std::fprintf(stderr, "%s\n", torch_note.c_str());
+    benchmark::AddCustomContext("torch_peers", torch_note.empty() ? "registered" : torch_note);
+
+    // Registered case by case, so each case's data is made once and shared by all implementations.
+    for (const Case &c : all_cases()) {
+        for (const Implementation &impl : implementations) {
+            if (!impl.supports(c)) continue;
+            benchmark::RegisterBenchmark((c.name() + "/" + impl.name).c_str(),
+                                         [c, impl](benchmark::State &state) { run_benchmark(state, c, impl); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+        }
+    }
+
+    const Ceilings &ceiling = ceilings();
+    std::fprintf(stderr, "ceilings with %d threads: memcpy %.1f GB/s, copy %.1f GB/s, stream %.1f GB/s\n",
+                 ceiling.threads, ceiling.memcpy_bps / 1e9, ceiling.copy_bps / 1e9, ceiling.stream_bps / 1e9);
+    add_context(ceiling);
+
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

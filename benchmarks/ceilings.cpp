@@ -1,0 +1,119 @@
+#include "ceilings.hpp"
+
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aligned_buffer.hpp"
+#include "magi2norm/magi2norm.hpp"
+
+namespace magi2norm::bench {
+
+namespace {
+
+// Far beyond any last-level cache, so every run streams from and to DRAM.
+constexpr std::size_t kCeilingBytes = std::size_t{512} << 20;
+constexpr int kRuns = 3;
+
+using CopyFn = void (*)(std::byte *dst, const std::byte *src, std::size_t bytes);
+
+void copy_memcpy(std::byte *dst, const std::byte *src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+
+// SSE2 is the x86-64 baseline, so these loops build with the project's flags as they are; at
+// DRAM sizes the vector width does not change the bandwidth. One cache line per iteration.
+// `bytes` is a multiple of 64 and both pointers are 64-byte aligned (see measure()).
+void copy_ordinary(std::byte *dst, const std::byte *src, std::size_t bytes) {
+    auto *d = reinterpret_cast<__m128i *>(dst);
+    const auto *s = reinterpret_cast<const __m128i *>(src);
+    for (std::size_t i = 0; i < bytes / 16; i += 4) {
+        const __m128i a = _mm_load_si128(s + i), b = _mm_load_si128(s + i + 1);
+        const __m128i c = _mm_load_si128(s + i + 2), e = _mm_load_si128(s + i + 3);
+        _mm_store_si128(d + i, a);
+        _mm_store_si128(d + i + 1, b);
+        _mm_store_si128(d + i + 2, c);
+        _mm_store_si128(d + i + 3, e);
+    }
+}
+
+void copy_streaming(std::byte *dst, const std::byte *src, std::size_t bytes) {
+    auto *d = reinterpret_cast<__m128i *>(dst);
+    const auto *s = reinterpret_cast<const __m128i *>(src);
+    for (std::size_t i = 0; i < bytes / 16; i += 4) {
+        const __m128i a = _mm_load_si128(s + i), b = _mm_load_si128(s + i + 1);
+        const __m128i c = _mm_load_si128(s + i + 2), e = _mm_load_si128(s + i + 3);
+        _mm_stream_si128(d + i, a);
+        _mm_stream_si128(d + i + 1, b);
+        _mm_stream_si128(d + i + 2, c);
+        _mm_stream_si128(d + i + 3, e);
+    }
+    _mm_sfence();  // streaming stores are weakly ordered: drain them before the copy counts as done
+}
+
+// Best bandwidth (bytes read + written per second) of `copy` over `threads` threads, each
+// copying a cache-line aligned slice. One unmeasured run first warms the TLB and the code.
+double measure(CopyFn copy, std::byte *dst, const std::byte *src, std::size_t bytes, int threads) {
+    const std::size_t lines = bytes / 64;
+    auto run = [&] {
+        std::vector<std::thread> workers;
+        for (int k = 0; k < threads; ++k) {
+            const std::size_t begin = lines * k / threads * 64, end = lines * (k + 1) / threads * 64;
+            workers.emplace_back(copy, dst + begin, src + begin, end - begin);
+        }
+        for (std::thread &w : workers) w.join();
+    };
+    run();
+    double best = 0;
+    for (int r = 0; r < kRuns; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        run();
+        const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+        best = std::max(best, 2.0 * static_cast<double>(bytes) / seconds.count());
+    }
+    return best;
+}
+
+Ceilings measure_ceilings() {
+    Ceilings c;
+    c.threads = std::max(1, magi2norm::num_threads());
+    c.bytes = kCeilingBytes;
+    AlignedBuffer src(kCeilingBytes), dst(kCeilingBytes);
+    std::memset(src.data(), 0x5a, kCeilingBytes);
+    c.memcpy_bps = measure(copy_memcpy, dst.data(), src.data(), kCeilingBytes, c.threads);
+    c.copy_bps = measure(copy_ordinary, dst.data(), src.data(), kCeilingBytes, c.threads);
+    c.stream_bps = measure(copy_streaming, dst.data(), src.data(), kCeilingBytes, c.threads);
+    return c;
+}
+
+// "32768K" -> bytes.
+std::size_t parse_cache_size(const std::string &text) {
+    std::size_t value = std::stoull(text);
+    if (text.find('K') != std::string::npos) value <<= 10;
+    if (text.find('M') != std::string::npos) value <<= 20;
+    return value;
+}
+
+}  // namespace
+
+const Ceilings &ceilings() {
+    static const Ceilings measured = measure_ceilings();
+    return measured;
+}
+
+std::size_t last_level_cache_bytes() {
+    std::size_t largest = 0;
+    for (int index = 0;; ++index) {
+        std::ifstream size_file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+        std::string size;
+        if (!(size_file >> size)) break;
+        largest = std::max(largest, parse_cache_size(size));
+    }
+    return largest > 0 ? largest : std::size_t{32} << 20;
+}
+
+}  // namespace magi2norm::bench

@@ -1,0 +1,28 @@
+// What the memory system can do, measured in this process: three copy ceilings a bandwidth-bound
+// norm is compared against, and the last-level cache size that decides buffer rotation.
+#pragma once
+
+#include <cstddef>
+
+namespace magi2norm::bench {
+
+// Bytes read plus bytes written per second of a large copy (source and destination each
+// `bytes`), with `threads` threads each copying its slice, best of a few runs:
+//   memcpy:  the C library's memcpy;
+//   copy:    a plain vector load/store loop, whose stores go through the cache (the destination
+//            is read for ownership first, as the norm's own ordinary stores are);
+//   stream:  the same loop with non-temporal (streaming) stores, which skip that read.
+struct Ceilings {
+    double memcpy_bps = 0, copy_bps = 0, stream_bps = 0;
+    int threads = 1;
+    std::size_t bytes = 0;
+};
+
+// Measured on first use (about a second and 1 GiB of memory, freed after), with
+// magi2norm::num_threads() threads; the same numbers for the rest of the process.
+const Ceilings &ceilings();
+
+// Size of the largest CPU cache in bytes (sysfs; 32 MiB when it cannot be read).
+std::size_t last_level_cache_bytes();
+
+}  // namespace magi2norm::bench

@@ -1,0 +1,52 @@
+#include "harness.hpp"
+
+#include <exception>
+
+#include "ceilings.hpp"
+
+namespace magi2norm::bench {
+
+namespace {
+
+// Counters of one benchmark. Rates (kIsRate) are divided by the measured real time, so
+// frac_* = achieved bytes per second / ceiling.
+void set_counters(benchmark::State &state, const Case &c, const Workspace &ws, const Implementation &impl) {
+    using benchmark::Counter;
+    const Ceilings &ceiling = ceilings();
+    const double bytes = c.bytes_moved() * static_cast<double>(state.iterations());
+    state.SetBytesProcessed(static_cast<std::int64_t>(bytes));  // reported as bytes_per_second
+    state.counters["bytes"] = c.bytes_moved();
+    state.counters["frac_memcpy"] = Counter(bytes / ceiling.memcpy_bps, Counter::kIsRate);
+    state.counters["frac_copy"] = Counter(bytes / ceiling.copy_bps, Counter::kIsRate);
+    state.counters["frac_stream"] = Counter(bytes / ceiling.stream_bps, Counter::kIsRate);
+    state.counters["buffer_pairs"] = static_cast<double>(ws.pairs());
+    state.counters["cache_resident"] = ws.cache_resident() ? 1 : 0;
+    state.counters["compute_threads"] = impl.threads;
+}
+
+}  // namespace
+
+void run_benchmark(benchmark::State &state, const Case &c, const Implementation &impl) {
+    try {
+        Workspace &ws = Workspace::of(c);
+        std::unique_ptr<Runner> runner = impl.prepare(ws);
+        // One untimed call on pair 0 warms code, caches of small cases and the thread pool, and
+        // proves the implementation computes the norm (a wrong peer would not be a peer).
+        const std::string mismatch = ws.check(runner->run(0));
+        if (!mismatch.empty()) {
+            state.SkipWithError(mismatch.c_str());
+            return;
+        }
+        // Timed calls start on the pair the warm-up call did not just touch.
+        std::size_t pair = 1 % ws.pairs();
+        for (auto _ : state) {
+            benchmark::DoNotOptimize(runner->run(pair));
+            pair = pair + 1 == ws.pairs() ? 0 : pair + 1;
+        }
+        set_counters(state, c, ws, impl);
+    } catch (const std::exception &e) {
+        state.SkipWithError(e.what());
+    }
+}
+
+}  // namespace magi2norm::bench

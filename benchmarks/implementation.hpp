@@ -1,0 +1,41 @@
+// An implementation of the norm the suite measures: ours, or a peer. Each is prepared once per
+// benchmark run for a case's workspace, then called once per iteration.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cases.hpp"
+#include "workspace.hpp"
+
+namespace magi2norm::bench {
+
+class Runner {
+public:
+    virtual ~Runner() = default;
+    // Normalizes the input of buffer pair `pair`; returns where the output is (the pair's output
+    // buffer, or memory the implementation allocated itself), valid until the next call.
+    virtual const void *run(std::size_t pair) = 0;
+};
+
+struct Implementation {
+    std::string name;  // the last component of the benchmark name; the report keys on it
+    int threads = 1;   // threads it computes with (a counter, next to the ceilings' threads)
+    std::function<bool(const Case &)> supports;
+    std::function<std::unique_ptr<Runner>(Workspace &)> prepare;
+};
+
+// magi2norm::RMSNorm::forward, the library as a host calls it.
+Implementation ours();
+// The formula as a hand-written scalar loop.
+Implementation scalar_peer();
+// The project's Halide algorithm with each of Halide's autoschedulers instead of its schedule.
+std::vector<Implementation> halide_autoscheduler_peers();
+// PyTorch (libtorch) on the CPU: the model's formula, and torch::rms_norm. Empty, with `why`
+// saying so, when the suite was built without libtorch.
+std::vector<Implementation> torch_peers(std::string &why);
+
+}  // namespace magi2norm::bench

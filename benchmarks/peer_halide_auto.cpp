@@ -1,0 +1,160 @@
+// The project's Halide algorithm (generators/magi2_norm_generator.cpp) with its hand-written
+// schedule replaced by each of Halide's autoschedulers: same algorithm, same data, only the
+// schedule differs. benchmarks/CMakeLists.txt builds one library per (autoscheduler, dtype
+// pair) the cases use, sharing the library's Halide runtime and so its thread pool. They are
+// called as runtime/src/kernels.cpp calls the shipped variants: 4-D (d, h, a, t) buffers over
+// the caller's memory, then user_context, x, scale, token_modality, group_start_1..15, eps, out.
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "HalideRuntime.h"
+#include "implementation.hpp"
+#include "magi2norm_auto_peer_headers.h"
+
+namespace magi2norm::bench {
+
+namespace {
+
+// Grouping by sizes passes the first token of modalities 1..15 (generator: kMaxGroups = 16).
+constexpr int kGroupStarts = 15;
+
+using KernelFn = int (*)(void **args);
+
+struct AutoKernel {
+    const char *scheduler;
+    DType in, out;
+    KernelFn fn;
+};
+
+#define MAGI2NORM_AUTO_PEER(scheduler, in, out) {#scheduler, DType::in, DType::out, magi2_norm_auto_##scheduler##_##in##_##out##_argv},
+constexpr AutoKernel kKernels[] = {
+#include "magi2norm_auto_peer_list.inc"
+};
+#undef MAGI2NORM_AUTO_PEER
+
+// Halide reports why a call failed through the process-wide error handler, which the library
+// has taken (it runs a norm before the peers are made, see bench_main.cpp). This one keeps the
+// message for the failing peer's error and passes it on to the library's.
+thread_local std::string last_halide_error;
+halide_error_handler_t library_error_handler = nullptr;
+
+void capture_halide_error(void *user_context, const char *message) {
+    last_halide_error = message;
+    if (library_error_handler != nullptr) library_error_handler(user_context, message);
+}
+
+const AutoKernel *find_kernel(const std::string &scheduler, DType in, DType out) {
+    for (const AutoKernel &k : kKernels) {
+        if (scheduler == k.scheduler && k.in == in && k.out == out) return &k;
+    }
+    return nullptr;
+}
+
+halide_type_t storage_type(DType dtype) {
+    return dtype == DType::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_uint, 16);
+}
+
+// A halide_buffer_t with its dimensions stored alongside; not copyable (buffer.dim points in).
+template <int N>
+struct HalideView {
+    halide_buffer_t buffer{};
+    halide_dimension_t dims[N]{};
+
+    HalideView(halide_type_t type, const std::array<std::int64_t, N> &extents, const std::array<std::int64_t, N> &strides) {
+        buffer.type = type;
+        buffer.dimensions = N;
+        buffer.dim = dims;
+        for (int i = 0; i < N; ++i) {
+            dims[i] = halide_dimension_t(0, static_cast<std::int32_t>(extents[i]), static_cast<std::int32_t>(strides[i]));
+        }
+    }
+    HalideView(const HalideView &) = delete;
+    HalideView &operator=(const HalideView &) = delete;
+};
+
+class AutoRunner : public Runner {
+public:
+    AutoRunner(Workspace &ws, KernelFn fn)
+        : ws_(ws),
+          fn_(fn),
+          // A contiguous [T, H, D] tensor as (d, h, a, t); the middle axis a is unused.
+          x_(storage_type(ws.spec().in), extents(ws.spec()), strides(ws.spec())),
+          out_(storage_type(ws.spec().out), extents(ws.spec()), strides(ws.spec())),
+          // scale (d, h, m): the one row per modality broadcasts over the heads (stride 0).
+          scale_(halide_type_t(halide_type_float, 32), {ws.spec().dim(), ws.spec().rows_per_token(), ws.spec().num_modality},
+                 {1, 0, ws.spec().dim()}),
+          // Without per-token ids every token reads id 0 through a stride-0 view of one zero.
+          ids_(halide_type_t(halide_type_int, 32), {ws.spec().tokens}, {ws.token_ids().empty() ? 0 : 1}) {
+        scale_.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<float *>(ws.scale().data()));
+        ids_.buffer.host = reinterpret_cast<std::uint8_t *>(
+            ws.token_ids().empty() ? &zero_id_ : const_cast<std::int32_t *>(ws.token_ids().data()));
+        starts_.fill(std::numeric_limits<std::int32_t>::max());
+        if (ws.spec().grouping == GroupingKind::sizes) {
+            std::int64_t start = 0;
+            for (std::size_t m = 0; m + 1 < ws.group_sizes().size(); ++m) {
+                start += ws.group_sizes()[m];
+                starts_[m] = static_cast<std::int32_t>(start);
+            }
+        }
+        std::size_t n = 0;
+        args_[n++] = &user_context_;
+        args_[n++] = &x_.buffer;
+        args_[n++] = &scale_.buffer;
+        args_[n++] = &ids_.buffer;
+        for (std::int32_t &s : starts_) args_[n++] = &s;
+        args_[n++] = &eps_;
+        args_[n++] = &out_.buffer;
+    }
+
+    const void *run(std::size_t pair) override {
+        x_.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(ws_.x(pair)));
+        out_.buffer.host = static_cast<std::uint8_t *>(ws_.out(pair));
+        last_halide_error.clear();
+        const int status = fn_(args_.data());
+        if (status != 0) {
+            throw std::runtime_error("autoscheduled kernel failed (Halide status " + std::to_string(status) +
+                                     "): " + last_halide_error);
+        }
+        return ws_.out(pair);
+    }
+
+private:
+    static std::array<std::int64_t, 4> extents(const Case &c) { return {c.dim(), c.rows_per_token(), 1, c.tokens}; }
+    static std::array<std::int64_t, 4> strides(const Case &c) {
+        const std::int64_t token = c.rows_per_token() * c.dim();
+        return {1, c.dim(), token, token};
+    }
+
+    Workspace &ws_;
+    KernelFn fn_;
+    HalideView<4> x_, out_;
+    HalideView<3> scale_;
+    HalideView<1> ids_;
+    std::int32_t zero_id_ = 0;
+    std::array<std::int32_t, kGroupStarts> starts_{};
+    void *user_context_ = nullptr;
+    float eps_ = kEps;
+    std::array<void *, 1 + 3 + kGroupStarts + 2> args_{};
+};
+
+}  // namespace
+
+std::vector<Implementation> halide_autoscheduler_peers() {
+    library_error_handler = halide_set_error_handler(capture_halide_error);
+    std::vector<Implementation> peers;
+    for (const AutoKernel &k : kKernels) {
+        const std::string scheduler = k.scheduler;
+        if (!peers.empty() && peers.back().name == "halide_" + scheduler) continue;
+        peers.push_back({"halide_" + scheduler, num_threads(),
+                         [scheduler](const Case &c) { return find_kernel(scheduler, c.in, c.out) != nullptr; },
+                         [scheduler](Workspace &ws) {
+                             return std::make_unique<AutoRunner>(ws, find_kernel(scheduler, ws.spec().in, ws.spec().out)->fn);
+                         }});
+    }
+    return peers;
+}
+
+}  // namespace magi2norm::bench

@@ -1,0 +1,142 @@
+/* magi2norm's C ABI: the same runtime as magi2norm.hpp, for C, Rust, Python ctypes and other
+ * hosts. C89/C99 compatible.
+ *
+ *   magi2norm_norm *norm = NULL;
+ *   if (magi2norm_norm_create(3072, 1e-6f, 1, 1, MAGI2NORM_DTYPE_UNSET,
+ *                             weight, MAGI2NORM_BF16, 3072, &norm) != MAGI2NORM_OK)
+ *       fprintf(stderr, "%s\n", magi2norm_last_error());
+ *
+ * Every function that can fail returns a status; magi2norm_last_error() then says why. The library
+ * is C++ and static: link it with a C++ toolchain (CMake does this for magi2norm::magi2norm) or add
+ * the C++ standard library (-lstdc++ -lm) to the link. */
+#ifndef MAGI2NORM_C_API_H
+#define MAGI2NORM_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* MAGI2NORM_OK, then one status per magi2norm::ErrorCode in its order, then internal (an
+ * unexpected failure, e.g. out of memory). */
+typedef enum magi2norm_status {
+    MAGI2NORM_OK = 0,
+    MAGI2NORM_ERROR_SHAPE,
+    MAGI2NORM_ERROR_DTYPE,
+    MAGI2NORM_ERROR_STRIDE,
+    MAGI2NORM_ERROR_GROUPING,
+    MAGI2NORM_ERROR_WEIGHT,
+    MAGI2NORM_ERROR_MODALITY_ID,
+    MAGI2NORM_ERROR_NULL_DATA,
+    MAGI2NORM_ERROR_OVERLAP,
+    MAGI2NORM_ERROR_OVERFLOW,
+    MAGI2NORM_ERROR_CONFIG,
+    MAGI2NORM_ERROR_FORMAT,
+    MAGI2NORM_ERROR_IO,
+    MAGI2NORM_ERROR_DEVICE,
+    MAGI2NORM_ERROR_INTERNAL
+} magi2norm_status;
+
+/* "ok", "shape", ... "internal"; "unknown" for a value outside the enum. */
+const char *magi2norm_status_name(magi2norm_status status);
+/* The message of the last call on this thread that failed, "" when it succeeded. Valid until the
+ * next call into the library on this thread. */
+const char *magi2norm_last_error(void);
+
+typedef enum magi2norm_dtype {
+    MAGI2NORM_DTYPE_UNSET = -1, /* for an output dtype: same as the input / no override */
+    MAGI2NORM_F32 = 0,
+    MAGI2NORM_BF16 = 1,
+    MAGI2NORM_F16 = 2
+} magi2norm_dtype;
+
+typedef enum magi2norm_memory {
+    MAGI2NORM_MEMORY_HOST = 0,
+    MAGI2NORM_MEMORY_DEVICE = 1 /* a CUDA device pointer (CUdeviceptr), for the cuda backend */
+} magi2norm_memory;
+
+/* A strided tensor: `strides` in elements (NULL: contiguous row-major), `rank` entries each. An
+ * input's data is only read. */
+typedef struct magi2norm_tensor {
+    void *data;
+    magi2norm_dtype dtype;
+    int rank;
+    const int64_t *shape;
+    const int64_t *strides;
+    magi2norm_memory memory;
+} magi2norm_tensor;
+
+typedef enum magi2norm_grouping_kind {
+    MAGI2NORM_GROUPING_NONE = 0,  /* num_modality == 1 only */
+    MAGI2NORM_GROUPING_SIZES = 1, /* tokens ordered by modality, `count` group sizes */
+    MAGI2NORM_GROUPING_IDS = 2    /* one modality id per token, `count` tokens, any order */
+} magi2norm_grouping_kind;
+
+typedef struct magi2norm_grouping {
+    magi2norm_grouping_kind kind;
+    const int64_t *sizes;     /* MAGI2NORM_GROUPING_SIZES */
+    const int32_t *ids;       /* MAGI2NORM_GROUPING_IDS; borrowed for the call */
+    int64_t count;
+    magi2norm_memory ids_memory;
+} magi2norm_grouping;
+
+typedef enum magi2norm_backend {
+    MAGI2NORM_BACKEND_DEFAULT = -1,
+    MAGI2NORM_BACKEND_CPU = 0,
+    MAGI2NORM_BACKEND_OPENCL = 1,
+    MAGI2NORM_BACKEND_CUDA = 2
+} magi2norm_backend;
+
+/* Where a call runs; CUDA: `context` a CUcontext (NULL: the thread's current one) and `stream` a
+ * CUstream (NULL: the legacy default stream). */
+typedef struct magi2norm_stream {
+    magi2norm_backend backend;
+    void *context;
+    void *stream;
+} magi2norm_stream;
+
+typedef struct magi2norm_norm magi2norm_norm;
+
+/* A norm of `dim` (D), `eps`, `num_modality` (M), `num_patterns` (P) and `out_dtype` (UNSET: the
+ * input's). `weight` holds `weight_count` == M*P*D contiguous values of `weight_dtype`,
+ * modality-major; it is read once. weight == NULL with weight_count == 0 means all zeros (scale 1).
+ * On success *norm receives the handle; free it with magi2norm_norm_destroy. */
+magi2norm_status magi2norm_norm_create(int64_t dim, float eps, int64_t num_modality, int64_t num_patterns,
+                                       magi2norm_dtype out_dtype, const void *weight, magi2norm_dtype weight_dtype,
+                                       int64_t weight_count, magi2norm_norm **norm);
+/* NULL is ignored. */
+void magi2norm_norm_destroy(magi2norm_norm *norm);
+
+/* The output shape for an input shape: writes *out_rank and, when it is <= capacity, the extents. */
+magi2norm_status magi2norm_norm_output_shape(const magi2norm_norm *norm, int rank, const int64_t *shape,
+                                             int64_t *out_shape, int capacity, int *out_rank);
+
+/* out = norm(x). `grouping` NULL means none; `out_dtype` UNSET means no override; `stream` NULL
+ * means the default backend. Nothing is written when the call is refused. */
+magi2norm_status magi2norm_norm_forward(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                        const magi2norm_grouping *grouping, const magi2norm_tensor *out,
+                                        magi2norm_dtype out_dtype, const magi2norm_stream *stream);
+/* The same on DLPack tensors (see dlpack.hpp): CUDA tensors run on the cuda backend unless
+ * `stream` names another. */
+magi2norm_status magi2norm_norm_forward_dlpack(const magi2norm_norm *norm, const DLTensor *x,
+                                               const magi2norm_grouping *grouping, const DLTensor *out,
+                                               magi2norm_dtype out_dtype, const magi2norm_stream *stream);
+
+/* Threads of CPU calls (n <= 0: every core, or HL_NUM_THREADS). */
+void magi2norm_set_num_threads(int n);
+int magi2norm_num_threads(void);
+/* The host's parallel loop in place of the library's pool (NULL restores it): it must run
+ * task(task_context, i) for every i in [0, count) and return once all have returned. */
+typedef void (*magi2norm_parallel_for)(void *context, int count, void (*task)(void *task_context, int index),
+                                       void *task_context);
+void magi2norm_set_parallel_for(magi2norm_parallel_for parallel_for, void *context);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MAGI2NORM_C_API_H */

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Turns magi2norm_bench's JSON (--benchmark_format=json or --benchmark_out) into a report.
+
+  python scripts/bench_report.py RESULTS.json [--out-dir DIR]
+
+writes DIR/report.md (per case: GB/s of ours and of each peer, ours/peer, ours as a fraction
+of each copy ceiling; benchmarks that failed, with their error) and DIR/report.png (GB/s
+against T, one panel per norm and dtype pair, one line per implementation, the ceilings as
+horizontal lines). DIR defaults to the JSON's folder. The plot needs matplotlib.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from collections import OrderedDict
+
+OURS = "ours"
+GROUPING_STYLES = {"M1": "-", "M3_sizes": "--", "M3_ids": ":"}
+CEILINGS = [("memcpy", "ceiling_memcpy_GBps", "-."), ("copy", "ceiling_copy_GBps", "--"),
+            ("stream", "ceiling_stream_GBps", ":")]
+
+
+def parse_name(name):
+    """'<norm>/<in>_<out>/<grouping>/T<tokens>/<impl>[/real_time]' -> (case key, impl)."""
+    parts = [p for p in name.split("/") if p != "real_time"]
+    if len(parts) != 5 or not parts[3].startswith("T"):
+        return None
+    norm, dtypes, grouping, tokens, impl = parts
+    return (norm, dtypes, grouping, int(tokens[1:])), impl
+
+
+def load(path):
+    """Returns (context, cases, errors, implementations).
+
+    cases: OrderedDict case key -> {impl: benchmark entry}, in the run's order;
+    errors: OrderedDict (case key, impl) -> error message; implementations: in first-seen order.
+    With repetitions, the median aggregate stands for a benchmark.
+    """
+    with open(path) as f:
+        data = json.load(f)
+    entries = data.get("benchmarks", [])
+    have_medians = any(e.get("aggregate_name") == "median" for e in entries)
+    cases, errors, implementations = OrderedDict(), OrderedDict(), []
+    for e in entries:
+        if have_medians and e.get("aggregate_name") != "median" and not e.get("error_occurred"):
+            continue
+        if not have_medians and e.get("run_type") == "aggregate":
+            continue
+        parsed = parse_name(e.get("run_name", e["name"]))
+        if parsed is None:
+            continue
+        key, impl = parsed
+        if impl not in implementations:
+            implementations.append(impl)
+        if e.get("error_occurred"):
+            errors[(key, impl)] = e.get("error_message", "")
+            continue
+        cases.setdefault(key, {})[impl] = e
+    return data.get("context", {}), cases, errors, implementations
+
+
+def gbps(entry):
+    return entry["bytes_per_second"] / 1e9
+
+
+def case_label(key):
+    norm, dtypes, grouping, tokens = key
+    return f"{norm} {dtypes.replace('_', '->')} {grouping} T={tokens}"
+
+
+def markdown(context, cases, errors, implementations):
+    peers = [i for i in implementations if i != OURS]
+    lines = ["# magi2norm benchmark", ""]
+    ceilings = ", ".join(f"{label} {float(context[k]):.1f} GB/s" for label, k, _ in CEILINGS if k in context)
+    lines.append(f"- Ceilings ({context.get('ceiling_threads', '?')} threads, "
+                 f"{int(context.get('ceiling_bytes', 0)) >> 20} MiB copies): {ceilings}")
+    lines.append(f"- Library threads: {context.get('magi2norm_threads', '?')}; last-level cache "
+                 f"{int(context.get('last_level_cache_bytes', 0)) >> 20} MiB; CPUs {context.get('num_cpus', '?')}; "
+                 f"load average at start {', '.join(f'{x:.1f}' for x in context.get('load_avg', []))}")
+    lines.append(f"- PyTorch peers: {context.get('torch_peers', 'unknown')}")
+    lines.append(f"- Run {context.get('date', '')} on {context.get('host_name', '')}")
+    lines.append("- GB/s counts the input read once, the output written once and the scale rows used; "
+                 "copies count bytes read + written. Peer cells: GB/s (ours / peer). "
+                 "`*`: buffers stay in cache (T small), so the ceilings do not bound them.")
+    lines.append("")
+    header = ["case", "ours GB/s", "of memcpy", "of copy", "of stream"] + peers
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for key, by_impl in cases.items():
+        ours = by_impl.get(OURS)
+        label = case_label(key) + (" *" if ours and ours.get("cache_resident") else "")
+        row = [label]
+        if ours:
+            row += [f"{gbps(ours):.2f}"] + [f"{ours[f'frac_{c}']:.2f}" for c, _, _ in CEILINGS]
+        else:
+            row += ["-"] * 4
+        for peer in peers:
+            entry = by_impl.get(peer)
+            if entry is None:
+                row.append("fails" if (key, peer) in errors else "-")
+            elif ours:
+                row.append(f"{gbps(entry):.2f} ({gbps(ours) / gbps(entry):.1f}x)")
+            else:
+                row.append(f"{gbps(entry):.2f}")
+        lines.append("| " + " | ".join(row) + " |")
+    if errors:
+        lines += ["", "## Failed benchmarks", ""]
+        for (key, impl), message in errors.items():
+            lines.append(f"- {case_label(key)}, {impl}: {message}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(context, cases, implementations, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    panels = OrderedDict()  # (norm, dtypes) -> {(impl, grouping): [(T, GB/s)]}
+    for key, by_impl in cases.items():
+        norm, dtypes, grouping, tokens = key
+        for impl, entry in by_impl.items():
+            panels.setdefault((norm, dtypes), {}).setdefault((impl, grouping), []).append((tokens, gbps(entry)))
+    colors = {impl: plt.get_cmap("tab10")(i % 10) for i, impl in enumerate(implementations)}
+
+    columns = 4
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.8 * rows), squeeze=False)
+    for ax, ((norm, dtypes), lines) in zip(axes.flat, panels.items()):
+        for (impl, grouping), points in sorted(lines.items()):
+            points.sort()
+            ax.plot([t for t, _ in points], [g for _, g in points], marker="o", markersize=3,
+                    color=colors[impl], linestyle=GROUPING_STYLES.get(grouping, "-"), linewidth=1.4)
+        for label, k, style in CEILINGS:
+            if k in context:
+                ax.axhline(float(context[k]), color="grey", linestyle=style, linewidth=1)
+        ax.set_xscale("log", base=2)
+        tokens = sorted({t for points in lines.values() for t, _ in points})
+        ax.set_xticks(tokens, [str(t) for t in tokens])
+        ax.set_yscale("log")
+        ax.set_title(f"{norm} {dtypes.replace('_', ' -> ')}", fontsize=10)
+        ax.set_xlabel("T (tokens)")
+        ax.set_ylabel("GB/s")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+
+    handles = [Line2D([], [], color=colors[i], label=i) for i in implementations]
+    handles += [Line2D([], [], color="black", linestyle=s, label=g) for g, s in GROUPING_STYLES.items()]
+    handles += [Line2D([], [], color="grey", linestyle=s, label=f"{label} ceiling") for label, _, s in CEILINGS]
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 8), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (3.8 * rows)))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", help="JSON written by magi2norm_bench")
+    parser.add_argument("--out-dir", help="where report.md and report.png go (default: the JSON's folder)")
+    args = parser.parse_args()
+    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.results))
+    os.makedirs(out_dir, exist_ok=True)
+
+    context, cases, errors, implementations = load(args.results)
+    if not cases and not errors:
+        sys.exit(f"{args.results}: no magi2norm_bench results in it")
+    md_path = os.path.join(out_dir, "report.md")
+    with open(md_path, "w") as f:
+        f.write(markdown(context, cases, errors, implementations))
+    print(f"wrote {md_path}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit("matplotlib is missing, no plot (scripts/bench.sh installs it into .venv)")
+    png_path = os.path.join(out_dir, "report.png")
+    plot(context, cases, implementations, png_path)
+    print(f"wrote {png_path}")
+
+
+if __name__ == "__main__":
+    main()

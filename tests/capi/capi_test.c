@@ -1,0 +1,240 @@
+/* The C ABI from C: results against values worked out by hand, error statuses and messages,
+ * DLPack tensors, threads and the host parallel-loop hook. Prints each failed check; exits 1 if any. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "magi2norm/c_api.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                     \
+    do {                                                                \
+        if (!(cond)) {                                                  \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+            ++failures;                                                 \
+        }                                                               \
+    } while (0)
+
+/* Exact in FP32 (rows whose mean square is a perfect square, eps 0) or within 1e-6 relative. */
+static int close_to(float got, float want) { return fabsf(got - want) <= 1e-6f * (1.0f + fabsf(want)); }
+
+/* D = 4, eps = 0. Row 0 [2, -2, 2, -2]: mean square 4, n = x / 2. Row 1 [0, 0, 3, 4]: mean square
+ * 25/4, n = x / 2.5. Weight [0.5, 0, -0.25, 1] gives scale [1.5, 1, 0.75, 2]. */
+static const float x_rows[2][4] = {{2, -2, 2, -2}, {0, 0, 3, 4}};
+static const float weight[4] = {0.5f, 0.0f, -0.25f, 1.0f};
+static const float y_rows[2][4] = {{1.5f, -1.0f, 0.75f, -2.0f}, {0.0f, 0.0f, 0.9f, 3.2f}};
+static const float y_rows_unit_scale[2][4] = {{1.0f, -1.0f, 1.0f, -1.0f}, {0.0f, 0.0f, 1.2f, 1.6f}};
+static const int64_t shape_2x4[2] = {2, 4};
+
+static magi2norm_tensor tensor(const void *data, magi2norm_dtype dtype, int rank, const int64_t *shape,
+                               const int64_t *strides) {
+    magi2norm_tensor t;
+    t.data = (void *)data;
+    t.dtype = dtype;
+    t.rank = rank;
+    t.shape = shape;
+    t.strides = strides;
+    t.memory = MAGI2NORM_MEMORY_HOST;
+    return t;
+}
+
+static int rows_match(const float *got, const float want[2][4]) {
+    int r, d, ok = 1;
+    for (r = 0; r < 2; ++r)
+        for (d = 0; d < 4; ++d) ok &= close_to(got[r * 4 + d], want[r][d]);
+    return ok;
+}
+
+static void test_forward(void) {
+    magi2norm_norm *norm = NULL;
+    float y[8];
+    uint16_t y_bf16[8];
+    const uint16_t want_bf16[4] = {0x3fc0, 0xbf80, 0x3f40, 0xc000}; /* 1.5, -1, 0.75, -2 */
+    magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor out = tensor(y, MAGI2NORM_F32, 2, shape_2x4, NULL);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    CHECK(norm != NULL);
+    CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    CHECK(rows_match(y, y_rows));
+    CHECK(strcmp(magi2norm_last_error(), "") == 0);
+
+    /* A per-call BF16 output: row 0 is exact, so its bits are known. */
+    out = tensor(y_bf16, MAGI2NORM_BF16, 2, shape_2x4, NULL);
+    CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_BF16, NULL) == MAGI2NORM_OK);
+    CHECK(memcmp(y_bf16, want_bf16, sizeof want_bf16) == 0);
+
+    /* The input read column-major through strides: element (r, d) at d * 2 + r. */
+    {
+        float x_columns[8];
+        const int64_t column_strides[2] = {1, 2};
+        int r, d;
+        for (r = 0; r < 2; ++r)
+            for (d = 0; d < 4; ++d) x_columns[d * 2 + r] = x_rows[r][d];
+        x = tensor(x_columns, MAGI2NORM_F32, 2, shape_2x4, column_strides);
+        out = tensor(y, MAGI2NORM_F32, 2, shape_2x4, NULL);
+        memset(y, 0, sizeof y);
+        CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+        CHECK(rows_match(y, y_rows));
+    }
+    magi2norm_norm_destroy(norm);
+}
+
+static void test_grouping(void) {
+    /* Modality 0 has the weight above, modality 1 all zeros (scale 1). */
+    float weights[8] = {0};
+    float y[8];
+    const int64_t sizes[2] = {1, 1};
+    const int32_t ids[2] = {1, 0};
+    magi2norm_norm *norm = NULL;
+    magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor out = tensor(y, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_grouping grouping;
+    memcpy(weights, weight, sizeof weight);
+    memset(&grouping, 0, sizeof grouping);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 2, 1, MAGI2NORM_DTYPE_UNSET, weights, MAGI2NORM_F32, 8, &norm) == MAGI2NORM_OK);
+    grouping.kind = MAGI2NORM_GROUPING_SIZES;
+    grouping.sizes = sizes;
+    grouping.count = 2;
+    CHECK(magi2norm_norm_forward(norm, &x, &grouping, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    CHECK(close_to(y[0], y_rows[0][0]) && close_to(y[3], y_rows[0][3]));                          /* modality 0 */
+    CHECK(close_to(y[6], y_rows_unit_scale[1][2]) && close_to(y[7], y_rows_unit_scale[1][3])); /* modality 1 */
+
+    /* The same tokens by ids, the other way round. */
+    grouping.kind = MAGI2NORM_GROUPING_IDS;
+    grouping.ids = ids;
+    grouping.ids_memory = MAGI2NORM_MEMORY_HOST;
+    CHECK(magi2norm_norm_forward(norm, &x, &grouping, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    CHECK(close_to(y[0], y_rows_unit_scale[0][0]) && close_to(y[3], y_rows_unit_scale[0][3]));
+    CHECK(close_to(y[6], y_rows[1][2]) && close_to(y[7], y_rows[1][3]));
+
+    /* M = 2 needs a grouping. */
+    CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_ERROR_GROUPING);
+    CHECK(strstr(magi2norm_last_error(), "grouping") != NULL);
+    magi2norm_norm_destroy(norm);
+}
+
+static void test_output_shape(void) {
+    magi2norm_norm *norm = NULL;
+    const int64_t x_shape[3] = {5, 1, 4};
+    int64_t out_shape[3] = {0, 0, 0};
+    int out_rank = 0;
+    CHECK(magi2norm_norm_create(4, 1e-6f, 1, 2, MAGI2NORM_DTYPE_UNSET, NULL, MAGI2NORM_F32, 0, &norm) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_output_shape(norm, 3, x_shape, out_shape, 3, &out_rank) == MAGI2NORM_OK);
+    CHECK(out_rank == 3 && out_shape[0] == 5 && out_shape[1] == 2 && out_shape[2] == 4); /* singleton heads broadcast */
+    CHECK(magi2norm_norm_output_shape(norm, 3, x_shape, NULL, 0, &out_rank) == MAGI2NORM_OK && out_rank == 3);
+    magi2norm_norm_destroy(norm);
+}
+
+static void test_errors(void) {
+    magi2norm_norm *norm = NULL;
+    float y[8];
+    const int64_t shape_2x3[2] = {2, 3};
+    magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x3, NULL);
+    magi2norm_tensor out = tensor(y, MAGI2NORM_F32, 2, shape_2x3, NULL);
+
+    CHECK(magi2norm_norm_create(0, 1e-6f, 1, 1, MAGI2NORM_DTYPE_UNSET, NULL, MAGI2NORM_F32, 0, &norm) == MAGI2NORM_ERROR_CONFIG);
+    CHECK(norm == NULL);
+    CHECK(strstr(magi2norm_last_error(), "dim") != NULL);
+    CHECK(magi2norm_norm_create(4, 1e-6f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 3, &norm) == MAGI2NORM_ERROR_WEIGHT);
+    CHECK(magi2norm_norm_create(4, 1e-6f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, (magi2norm_dtype)7, 4, &norm) == MAGI2NORM_ERROR_DTYPE);
+
+    CHECK(magi2norm_norm_create(4, 1e-6f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    memset(y, 0, sizeof y);
+    CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_ERROR_SHAPE);
+    CHECK(strncmp(magi2norm_last_error(), "magi2norm: shape: ", 18) == 0);
+    CHECK(y[0] == 0.0f); /* a refused call writes nothing */
+    CHECK(strcmp(magi2norm_status_name(MAGI2NORM_ERROR_SHAPE), "shape") == 0);
+    CHECK(strcmp(magi2norm_status_name(MAGI2NORM_ERROR_INTERNAL), "internal") == 0);
+    CHECK(strcmp(magi2norm_status_name((magi2norm_status)99), "unknown") == 0);
+    CHECK(magi2norm_norm_forward(NULL, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_ERROR_NULL_DATA);
+    CHECK(magi2norm_norm_forward(norm, NULL, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_ERROR_NULL_DATA);
+    /* A success clears the message. */
+    x.shape = out.shape = shape_2x4;
+    CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    CHECK(strcmp(magi2norm_last_error(), "") == 0);
+    magi2norm_norm_destroy(norm);
+    magi2norm_norm_destroy(NULL);
+}
+
+static void test_dlpack(void) {
+    magi2norm_norm *norm = NULL;
+    float y[1 + 8] = {0};
+    int64_t shape[2] = {2, 4};
+    DLTensor x, out;
+    memset(&x, 0, sizeof x);
+    x.data = (void *)x_rows;
+    x.device.device_type = kDLCPU;
+    x.ndim = 2;
+    x.dtype.code = kDLFloat;
+    x.dtype.bits = 32;
+    x.dtype.lanes = 1;
+    x.shape = shape;
+    out = x;
+    out.data = y;
+    out.byte_offset = sizeof(float);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_forward_dlpack(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    CHECK(y[0] == 0.0f && rows_match(y + 1, y_rows));
+    out.dtype.lanes = 2;
+    CHECK(magi2norm_norm_forward_dlpack(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_ERROR_DTYPE);
+    out.dtype.lanes = 1;
+    out.device.device_type = kDLOpenCL;
+    CHECK(magi2norm_norm_forward_dlpack(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_ERROR_DEVICE);
+    magi2norm_norm_destroy(norm);
+}
+
+/* A host "pool" that runs every task on the calling thread, counting loops and tasks. */
+struct loop_counts {
+    int loops, tasks;
+};
+
+static void serial_loop(void *context, int count, void (*task)(void *, int), void *task_context) {
+    struct loop_counts *counts = (struct loop_counts *)context;
+    int i;
+    ++counts->loops;
+    for (i = 0; i < count; ++i) {
+        task(task_context, i);
+        ++counts->tasks;
+    }
+}
+
+static void test_threads(void) {
+    struct loop_counts counts = {0, 0};
+    magi2norm_norm *norm = NULL;
+    float y[8];
+    magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor out = tensor(y, MAGI2NORM_F32, 2, shape_2x4, NULL);
+
+    magi2norm_set_num_threads(2);
+    CHECK(magi2norm_num_threads() == 2);
+    magi2norm_set_num_threads(0);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    magi2norm_set_parallel_for(serial_loop, &counts);
+    memset(y, 0, sizeof y);
+    CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    magi2norm_set_parallel_for(NULL, NULL);
+    CHECK(counts.loops == 1 && counts.tasks >= 1);
+    CHECK(rows_match(y, y_rows));
+    magi2norm_norm_destroy(norm);
+}
+
+int main(void) {
+    test_forward();
+    test_grouping();
+    test_output_shape();
+    test_errors();
+    test_dlpack();
+    test_threads();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("C API: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,53 @@
+// Gate 1 where FP32 summation order matters most: wide rows dominated by one element. Once the
+// running sum holds the large square, each small square is below half its ULP and rounds away,
+// so a sum that visits the large element first (in its lane) drops the rest of that lane; an
+// accurate sum keeps them. Row [1, 2^-13, ..., 2^-13] at D = 12288: the small squares are 2^-26
+// each and together 1.8e-4 of the sum, so losing a sixteenth of them moves y by ~6e-6 relative,
+// far past gate 1's 1e-6.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+
+#include "norm_case.hpp"
+#include "reference/gates.hpp"
+
+namespace contract {
+namespace {
+
+struct DominantCase {
+    std::int64_t dim;
+    std::int64_t position;  // where the large element sits
+};
+
+std::string name_of(const DominantCase &c) {
+    return "D" + std::to_string(c.dim) + "_at_" + std::to_string(c.position);
+}
+
+void PrintTo(const DominantCase &c, std::ostream *os) { *os << name_of(c); }
+
+class OneDominantElement : public testing::TestWithParam<DominantCase> {};
+
+TEST_P(OneDominantElement, Gate1) {
+    const DominantCase &p = GetParam();
+    for (DType in : {DType::f32, DType::bf16}) {
+        ref::HostTensor x(in, {2, p.dim});
+        for (std::int64_t i = 0; i < x.size(); ++i) x.set(i, 0x1p-13f);
+        x.set(p.position, 1.0f);                       // row 0: the large element at `position`
+        x.set(p.dim + p.dim - 1 - p.position, -1.0f);  // row 1: mirrored
+        NormCase c;
+        c.x = x.view();
+        c.config.dim = p.dim;
+        c.weight = ref::HostTensor(DType::f32, {p.dim});  // zeros: scale 1
+        expect_contract(c);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, OneDominantElement,
+                         testing::Values(DominantCase{3072, 0}, DominantCase{3072, 1537}, DominantCase{12288, 0},
+                                         DominantCase{12288, 5}, DominantCase{12288, 6144},
+                                         DominantCase{12288, 12287}),
+                         [](const testing::TestParamInfo<DominantCase> &info) { return name_of(info.param); });
+
+}  // namespace
+}  // namespace contract

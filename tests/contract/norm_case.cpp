@@ -1,0 +1,122 @@
+#include "norm_case.hpp"
+
+#include <gtest/gtest.h>
+
+#include "random_values.hpp"
+#include "reference/gates.hpp"
+#include "reference/reference.hpp"
+
+namespace contract {
+
+GroupingSpec GroupingSpec::by_sizes(std::vector<std::int64_t> sizes) {
+    GroupingSpec spec;
+    spec.kind = Kind::sizes;
+    spec.num_modality = static_cast<std::int64_t>(sizes.size());
+    spec.sizes = std::move(sizes);
+    return spec;
+}
+
+GroupingSpec GroupingSpec::by_ids(std::vector<std::int32_t> ids, std::int64_t num_modality) {
+    GroupingSpec spec;
+    spec.kind = Kind::ids;
+    spec.num_modality = num_modality;
+    spec.ids = std::move(ids);
+    return spec;
+}
+
+GroupingSpec GroupingSpec::by_dispatcher(std::vector<std::int32_t> mapping, std::int64_t num_modality) {
+    GroupingSpec spec = by_ids(std::move(mapping), num_modality);
+    spec.kind = Kind::dispatcher;
+    return spec;
+}
+
+magi2norm::Grouping GroupingSpec::library() const {
+    switch (kind) {
+    case Kind::none: return magi2norm::Grouping::none();
+    case Kind::sizes: return magi2norm::Grouping::sizes(sizes);
+    case Kind::ids: return magi2norm::Grouping::ids(ids.data(), static_cast<std::int64_t>(ids.size()));
+    case Kind::dispatcher:
+        return magi2norm::Grouping::from(
+            magi2norm::ModalityDispatcher(ids.data(), static_cast<std::int64_t>(ids.size()), num_modality));
+    }
+    return magi2norm::Grouping::none();
+}
+
+std::vector<std::int32_t> GroupingSpec::token_modality() const {
+    switch (kind) {
+    case Kind::none: return {};
+    case Kind::sizes: return ref::modality_from_sizes(sizes);
+    case Kind::ids: return ids;
+    // Dispatched order is sorted by modality, so the groups are the bincount of the mapping.
+    case Kind::dispatcher: return ref::modality_from_sizes(bincount(ids, num_modality));
+    }
+    return {};
+}
+
+std::string GroupingSpec::describe() const {
+    switch (kind) {
+    case Kind::none: return "no grouping";
+    case Kind::sizes: return "group sizes " + ref::format_shape(sizes);
+    case Kind::ids: return "unsorted ids (M=" + std::to_string(num_modality) + ")";
+    case Kind::dispatcher: return "dispatcher (M=" + std::to_string(num_modality) + ")";
+    }
+    return "?";
+}
+
+DType NormCase::out_dtype() const {
+    if (out_override) return *out_override;
+    if (config.out_dtype) return *config.out_dtype;
+    return x.dtype;
+}
+
+std::string NormCase::describe() const {
+    std::string text = std::string("x ") + magi2norm::dtype_name(x.dtype) + " " + ref::format_shape(x.shape);
+    if (!x.strides.empty()) text += " strides " + ref::format_shape(x.strides);
+    text += ", D=" + std::to_string(config.dim) + " M=" + std::to_string(config.num_modality) +
+            " P=" + std::to_string(config.num_patterns) + ", weight " + magi2norm::dtype_name(weight.dtype()) + ", " +
+            grouping.describe() + ", out " + magi2norm::dtype_name(out_dtype());
+    if (out_override) text += " (per-call override)";
+    if (config.out_dtype) text += std::string(" config out ") + magi2norm::dtype_name(*config.out_dtype);
+    return text;
+}
+
+ref::Params params_of(const magi2norm::NormConfig &config) {
+    return ref::Params{config.dim, config.eps, config.num_modality, config.num_patterns};
+}
+
+ref::HostTensor run_library(const NormCase &c, std::optional<DType> out_override) {
+    NormCase resolved = c;
+    resolved.out_override = out_override;
+    ref::HostTensor out(resolved.out_dtype(), ref::output_shape(c.x.shape, c.config.num_patterns));
+    const magi2norm::RMSNorm norm(c.config, c.weight.view());
+    norm.forward(c.x, c.grouping.library(), out.view(), out_override);
+    return out;
+}
+
+ref::HostTensor run_library(const NormCase &c) { return run_library(c, c.out_override); }
+
+ref::HostTensor run_reference(const NormCase &c) {
+    return ref::rms_norm(params_of(c.config), c.weight.view(), c.x, c.grouping.token_modality());
+}
+
+void expect_contract(const NormCase &c) {
+    SCOPED_TRACE(c.describe());
+    const ref::HostTensor x_before = ref::HostTensor::copy_of(c.x);
+    const std::vector<unsigned char> weight_before = c.weight.bytes();
+
+    const ref::HostTensor out = run_library(c);
+    const ref::HostTensor own_f32 = run_library(c, DType::f32);
+    const ref::HostTensor y32 = run_reference(c);
+
+    EXPECT_TRUE(ref::gate1_close(own_f32.view(), y32.view()));
+    if (out.dtype() == DType::f32) {
+        EXPECT_TRUE(ref::identical(out.view(), own_f32.view()));
+    } else {
+        EXPECT_TRUE(ref::gate2_cast_of_own_f32(out.view(), own_f32.view()));
+        EXPECT_TRUE(ref::gate3_within_local_ulp(out.view(), y32.cast(out.dtype()).view()));
+    }
+    EXPECT_TRUE(ref::identical(c.x, x_before.view())) << "the input changed";
+    EXPECT_TRUE(c.weight.bytes() == weight_before) << "the weight changed";
+}
+
+}  // namespace contract

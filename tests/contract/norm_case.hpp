@@ -1,0 +1,61 @@
+// One call of the norm, described once and run both through the library and the reference, and
+// the three gates of SPEC.md applied to it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "magi2norm/magi2norm.hpp"
+#include "reference/reference.hpp"
+
+namespace contract {
+
+using magi2norm::DType;
+
+// How the tokens (axis 0) are assigned to modalities.
+struct GroupingSpec {
+    enum class Kind { none, sizes, ids, dispatcher };
+    Kind kind = Kind::none;
+    std::int64_t num_modality = 1;
+    std::vector<std::int64_t> sizes;  // Kind::sizes
+    std::vector<std::int32_t> ids;    // Kind::ids: per token; Kind::dispatcher: the mapping it is built from
+
+    static GroupingSpec none() { return {}; }
+    static GroupingSpec by_sizes(std::vector<std::int64_t> sizes);
+    static GroupingSpec by_ids(std::vector<std::int32_t> ids, std::int64_t num_modality);
+    // The input is in the dispatched (modality-sorted) order of a dispatcher built from `mapping`.
+    static GroupingSpec by_dispatcher(std::vector<std::int32_t> mapping, std::int64_t num_modality);
+
+    // The library's Grouping; ids are borrowed from this spec, which must outlive the call.
+    magi2norm::Grouping library() const;
+    // The modality of each token for the reference, derived here without the library.
+    std::vector<std::int32_t> token_modality() const;
+    std::string describe() const;
+};
+
+struct NormCase {
+    magi2norm::NormConfig config;           // its out_dtype may be set
+    ref::HostTensor weight;
+    magi2norm::ConstTensorView x;           // any strides; the memory belongs to the test
+    GroupingSpec grouping;
+    std::optional<DType> out_override;      // the per-call out_dtype
+
+    // SPEC.md's resolution: the per-call override, else config.out_dtype, else the input dtype.
+    DType out_dtype() const;
+    std::string describe() const;
+};
+
+ref::Params params_of(const magi2norm::NormConfig &config);
+
+// The library's result in a fresh contiguous tensor of the reference's output shape.
+ref::HostTensor run_library(const NormCase &c, std::optional<DType> out_override);
+ref::HostTensor run_library(const NormCase &c);
+// The reference's pre-cast FP32 result.
+ref::HostTensor run_reference(const NormCase &c);
+
+// Runs the case (with its out dtype, and again with an FP32 override) and checks all three gates
+// explicitly, and that neither input nor weight changed.
+void expect_contract(const NormCase &c);
+
+}  // namespace contract

@@ -1,0 +1,161 @@
+// Views that are not contiguous row-major: padded rows, a non-unit innermost stride, transposed
+// memory, broadcast (stride-0) token and head axes, negative strides, a slice of a fused QKV
+// tensor, and strided outputs. Each runs against the reference with all three gates; a strided
+// output must also leave every byte between its elements untouched.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "norm_case.hpp"
+#include "random_values.hpp"
+#include "reference/gates.hpp"
+
+namespace contract {
+namespace {
+
+struct DtypePair {
+    DType in, out;
+};
+
+std::string name_of(const DtypePair &p) {
+    return std::string(magi2norm::dtype_name(p.in)) + "_to_" + magi2norm::dtype_name(p.out);
+}
+std::string pair_name(const testing::TestParamInfo<DtypePair> &info) { return name_of(info.param); }
+void PrintTo(const DtypePair &p, std::ostream *os) { *os << name_of(p); }
+
+const std::vector<std::int64_t> kDims = {7, 768};
+constexpr std::int64_t kTokens = 11;
+constexpr unsigned char kPoison = 0xAB;
+
+class Strided : public testing::TestWithParam<DtypePair> {
+protected:
+    // A case over `x` (memory owned by the caller): M = 3 with unsorted ids when x has a token
+    // axis to group, else M = 1; weight in BF16 as in the model.
+    NormCase make_case(const magi2norm::ConstTensorView &x, std::int64_t num_patterns, bool grouped) {
+        NormCase c;
+        c.x = x;
+        c.config.dim = x.shape.back();
+        c.config.num_patterns = num_patterns;
+        c.config.out_dtype = GetParam().out;
+        if (grouped) c.grouping = GroupingSpec::by_ids(random_ids(x.shape[0], 3, rng_), 3);
+        c.config.num_modality = c.grouping.num_modality;
+        c.weight = random_weight(DType::bf16, {c.config.num_modality * num_patterns * c.config.dim}, rng_);
+        return c;
+    }
+
+    Rng rng_{2024};
+};
+
+TEST_P(Strided, RowStrideBeyondD) {
+    for (std::int64_t D : kDims) {
+        const ref::HostTensor memory = random_input(GetParam().in, {kTokens, D + 5}, rng_);
+        expect_contract(make_case({memory.data(), GetParam().in, {kTokens, D}, {D + 5, 1}}, 1, true));
+    }
+}
+
+TEST_P(Strided, InnermostStrideTwo) {
+    for (std::int64_t D : kDims) {
+        const ref::HostTensor memory = random_input(GetParam().in, {kTokens, 2 * D}, rng_);
+        expect_contract(make_case({memory.data(), GetParam().in, {kTokens, D}, {2 * D, 2}}, 1, true));
+    }
+}
+
+TEST_P(Strided, TransposedView) {
+    for (std::int64_t D : kDims) {
+        // Memory [D, T] read as [T, D].
+        const ref::HostTensor memory = random_input(GetParam().in, {D, kTokens}, rng_);
+        expect_contract(make_case({memory.data(), GetParam().in, {kTokens, D}, {1, kTokens}}, 1, true));
+    }
+}
+
+TEST_P(Strided, BroadcastTokenAxis) {
+    for (std::int64_t D : kDims) {
+        // One row seen as T tokens of different modalities: rows differ only by their scale.
+        const ref::HostTensor memory = random_input(GetParam().in, {D}, rng_);
+        expect_contract(make_case({memory.data(), GetParam().in, {kTokens, D}, {0, 1}}, 1, true));
+    }
+}
+
+TEST_P(Strided, BroadcastHeadAxis) {
+    for (std::int64_t D : kDims) {
+        const ref::HostTensor memory = random_input(GetParam().in, {kTokens, D}, rng_);
+        // P = 1: one row per token repeated over 4 heads; P = 4: the same row meets 4 pattern rows.
+        expect_contract(make_case({memory.data(), GetParam().in, {kTokens, 4, D}, {D, 0, 1}}, 1, true));
+        expect_contract(make_case({memory.data(), GetParam().in, {kTokens, 4, D}, {D, 0, 1}}, 4, true));
+    }
+}
+
+TEST_P(Strided, NegativeTokenStride) {
+    for (std::int64_t D : kDims) {
+        // Tokens in reverse memory order: the view starts at the last row.
+        const ref::HostTensor memory = random_input(GetParam().in, {kTokens, D}, rng_);
+        const auto *last_row = static_cast<const unsigned char *>(memory.data()) +
+                               (kTokens - 1) * D * static_cast<std::int64_t>(ref::element_size(GetParam().in));
+        expect_contract(make_case({last_row, GetParam().in, {kTokens, D}, {-D, 1}}, 1, true));
+    }
+}
+
+TEST_P(Strided, KeyHeadsOfFusedQkv) {
+    // The K norm reads the middle third of a fused [T, 3H, head_dim] projection in place.
+    constexpr std::int64_t H = 4, head_dim = 128;
+    const ref::HostTensor qkv = random_input(GetParam().in, {kTokens, 3 * H, head_dim}, rng_);
+    const auto *k = static_cast<const unsigned char *>(qkv.data()) +
+                    H * head_dim * static_cast<std::int64_t>(ref::element_size(GetParam().in));
+    expect_contract(make_case({k, GetParam().in, {kTokens, H, head_dim}, {3 * H * head_dim, head_dim, 1}}, 1, true));
+}
+
+// Runs `c` into `out` (a view into `memory`, poisoned beforehand) and checks the gates there, and
+// that no byte of `memory` outside the view's elements changed.
+void expect_into_strided(const NormCase &c, ref::HostTensor &memory, const magi2norm::TensorView &out) {
+    SCOPED_TRACE(c.describe() + ", out strides " + ref::format_shape(out.strides));
+    memory.fill_bytes(kPoison);
+    const magi2norm::RMSNorm norm(c.config, c.weight.view());
+    norm.forward(c.x, c.grouping.library(), out, c.out_override);
+
+    const ref::HostTensor y32 = run_reference(c);
+    if (out.dtype == DType::f32) {
+        EXPECT_TRUE(ref::gate1_close(out, y32.view()));
+    } else {
+        EXPECT_TRUE(ref::gate2_cast_of_own_f32(out, run_library(c, DType::f32).view()));
+        EXPECT_TRUE(ref::gate3_within_local_ulp(out, y32.cast(out.dtype).view()));
+    }
+
+    const ref::ViewReader reader(out);
+    std::set<std::int64_t> covered;
+    ref::for_each_index(out.shape, [&](const ref::Shape &index) { covered.insert(reader.offset(index)); });
+    const auto *bytes = static_cast<const unsigned char *>(memory.data());
+    const std::size_t size = ref::element_size(memory.dtype());
+    for (std::int64_t e = 0; e < memory.size(); ++e) {
+        if (covered.count(e) != 0) continue;
+        for (std::size_t b = 0; b < size; ++b) {
+            ASSERT_EQ(bytes[e * size + b], kPoison) << "byte " << b << " of gap element " << e << " was written";
+        }
+    }
+}
+
+TEST_P(Strided, StridedOutputs) {
+    const DType out_dtype = GetParam().out;
+    for (std::int64_t D : kDims) {
+        const ref::HostTensor x = random_input(GetParam().in, {kTokens, D}, rng_);
+        const NormCase c = make_case(x.view(), 1, true);
+
+        ref::HostTensor padded(out_dtype, {kTokens, D + 3});
+        expect_into_strided(c, padded, {padded.data(), out_dtype, {kTokens, D}, {D + 3, 1}});
+        ref::HostTensor every_other(out_dtype, {kTokens, 2 * D});
+        expect_into_strided(c, every_other, {every_other.data(), out_dtype, {kTokens, D}, {2 * D, 2}});
+        ref::HostTensor transposed(out_dtype, {D, kTokens});
+        expect_into_strided(c, transposed, {transposed.data(), out_dtype, {kTokens, D}, {1, kTokens}});
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pairs, Strided,
+                         testing::Values(DtypePair{DType::f32, DType::f32}, DtypePair{DType::bf16, DType::bf16},
+                                         DtypePair{DType::bf16, DType::f32}, DtypePair{DType::f16, DType::f16},
+                                         DtypePair{DType::f32, DType::bf16}),
+                         pair_name);
+
+}  // namespace
+}  // namespace contract

@@ -1,0 +1,146 @@
+// Reads x, weight and the grouping from IN, the norm's parameters from IN's __metadata__
+// (overridden by flags), and writes y (in the output dtype) and y_f32 (the pre-cast result) to
+// OUT. Golden files have exactly this layout, so `apply` on one reproduces its y and y_f32.
+#include "apply_command.hpp"
+
+#include <cstring>
+
+#include "cli_args.hpp"
+#include "magi2norm/magi2norm.hpp"
+#include "magi2norm/safetensors.hpp"
+
+namespace magi2norm::cli {
+namespace {
+
+// Flag name -> metadata key of each norm parameter.
+const std::map<std::string, std::string> kParameterFlags = {
+    {"--dim", "dim"},
+    {"--eps", "eps"},
+    {"--num-modality", "num_modality"},
+    {"--num-patterns", "num_patterns"},
+    {"--out-dtype", "out_dtype"},
+};
+
+// A parameter's text: the flag when given, else the file's metadata, else nullopt. Flags are
+// merged into `metadata` so that OUT records the parameters actually used.
+struct Parameters {
+    std::map<std::string, std::string> metadata;
+    std::map<std::string, std::string> from_flag;  // key -> the flag that set it
+
+    std::optional<std::string> text(const std::string &key) const {
+        const auto it = metadata.find(key);
+        if (it == metadata.end()) return std::nullopt;
+        return it->second;
+    }
+};
+
+Parameters merge_parameters(const ParsedArgs &args, const std::map<std::string, std::string> &file_metadata) {
+    Parameters p{file_metadata, {}};
+    for (const auto &[flag, key] : kParameterFlags) {
+        const auto it = args.values.find(flag);
+        if (it == args.values.end()) continue;
+        p.metadata[key] = it->second;
+        p.from_flag[key] = flag;
+    }
+    return p;
+}
+
+// A bad value is a usage error when it came from a flag and a format error when from the file.
+[[noreturn]] void bad_parameter(const Parameters &p, const std::string &path, const std::string &key,
+                                const std::string &expected) {
+    const std::string value = *p.text(key);
+    const auto flag = p.from_flag.find(key);
+    if (flag != p.from_flag.end()) throw UsageError(flag->second + " needs " + expected + ", got '" + value + "'");
+    throw Error(ErrorCode::format, path + ": __metadata__ " + key + " needs " + expected + ", got '" + value + "'");
+}
+
+std::int64_t int_parameter(const Parameters &p, const std::string &path, const std::string &key, std::int64_t fallback) {
+    const auto text = p.text(key);
+    if (!text) return fallback;
+    const auto value = parse_int(*text);
+    if (!value) bad_parameter(p, path, key, "an integer");
+    return *value;
+}
+
+NormConfig read_config(const Parameters &p, const std::string &path, const ConstTensorView &x) {
+    NormConfig config;
+    // Without a dim, the normalized axis is the last one, as it must be anyway.
+    config.dim = int_parameter(p, path, "dim", x.shape.empty() ? 0 : x.shape.back());
+    config.num_modality = int_parameter(p, path, "num_modality", 1);
+    config.num_patterns = int_parameter(p, path, "num_patterns", 1);
+    if (const auto eps = p.text("eps")) {
+        const auto value = parse_float(*eps);
+        if (!value) bad_parameter(p, path, "eps", "a number");
+        config.eps = *value;
+    }
+    if (const auto out = p.text("out_dtype"); out && !out->empty() && *out != "none") {
+        config.out_dtype = parse_dtype(*out);
+        if (!config.out_dtype) bad_parameter(p, path, "out_dtype", "f32, bf16 or f16");
+    }
+    return config;
+}
+
+// Per-token ids from `modality`, or group sizes from `group_sizes`; ids point into the file.
+Grouping read_grouping(const safetensors::File &file) {
+    const bool has_ids = file.contains("modality"), has_sizes = file.contains("group_sizes");
+    if (has_ids && has_sizes) {
+        throw Error(ErrorCode::grouping, file.path() + ": both modality and group_sizes are present");
+    }
+    if (has_ids) {
+        const safetensors::TensorInfo &t = file.tensor("modality");
+        if (t.dtype != "I32" || t.shape.size() != 1) {
+            throw Error(ErrorCode::grouping, file.path() + ": modality must be a 1-D I32 tensor");
+        }
+        return Grouping::ids(static_cast<const std::int32_t *>(t.data), t.shape[0]);
+    }
+    if (has_sizes) {
+        const safetensors::TensorInfo &t = file.tensor("group_sizes");
+        if ((t.dtype != "I32" && t.dtype != "I64") || t.shape.size() != 1) {
+            throw Error(ErrorCode::grouping, file.path() + ": group_sizes must be a 1-D I32 or I64 tensor");
+        }
+        std::vector<std::int64_t> sizes(static_cast<std::size_t>(t.shape[0]));
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            if (t.dtype == "I32") {
+                sizes[i] = static_cast<const std::int32_t *>(t.data)[i];
+            } else {
+                sizes[i] = static_cast<const std::int64_t *>(t.data)[i];
+            }
+        }
+        return Grouping::sizes(std::move(sizes));
+    }
+    return Grouping::none();
+}
+
+}  // namespace
+
+int run_apply(const std::vector<std::string> &args) {
+    std::set<std::string> valued{"--threads"};
+    for (const auto &entry : kParameterFlags) valued.insert(entry.first);
+    const ParsedArgs parsed = parse_args(args, valued);
+    if (parsed.positional.size() != 2) throw UsageError("apply needs IN.safetensors and OUT.safetensors");
+    const std::string &in_path = parsed.positional[0], &out_path = parsed.positional[1];
+    if (const auto threads = int_flag(parsed, "--threads", 1)) set_num_threads(static_cast<int>(*threads));
+
+    const safetensors::File in = safetensors::File::open(in_path);
+    const ConstTensorView x = in.view("x");
+    Parameters parameters = merge_parameters(parsed, in.metadata());
+    const RMSNorm norm(read_config(parameters, in_path, x), in.view("weight"));
+    const Grouping grouping = read_grouping(in);
+
+    const std::vector<std::int64_t> shape = norm.output_shape(x.shape);
+    const std::size_t count = static_cast<std::size_t>(element_count(shape));
+    const DType out_dtype = norm.output_dtype(x.dtype);
+    std::vector<float> y_f32(count);
+    std::vector<unsigned char> y(count * dtype_size(out_dtype));
+    norm.forward(x, grouping, TensorView(y_f32.data(), DType::f32, shape), DType::f32);
+    norm.forward(x, grouping, TensorView(y.data(), out_dtype, shape), out_dtype);
+
+    parameters.metadata["out_dtype"] = dtype_name(out_dtype);
+    safetensors::write(out_path,
+                       {{"y", safetensors::dtype_tag(out_dtype), shape, y.data()},
+                        {"y_f32", "F32", shape, y_f32.data()}},
+                       parameters.metadata);
+    return 0;
+}
+
+}  // namespace magi2norm::cli

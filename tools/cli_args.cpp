@@ -1,0 +1,59 @@
+#include "cli_args.hpp"
+
+#include <charconv>
+
+namespace magi2norm::cli {
+
+ParsedArgs parse_args(const std::vector<std::string> &args, const std::set<std::string> &valued,
+                      const std::set<std::string> &switches) {
+    ParsedArgs parsed;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string &arg = args[i];
+        if (arg.rfind("--", 0) != 0) {
+            parsed.positional.push_back(arg);
+            continue;
+        }
+        const std::size_t equals = arg.find('=');
+        const std::string flag = arg.substr(0, equals);
+        if (switches.count(flag) != 0 && equals == std::string::npos) {
+            parsed.switches.insert(flag);
+        } else if (valued.count(flag) != 0) {
+            if (equals != std::string::npos) {
+                parsed.values[flag] = arg.substr(equals + 1);
+            } else if (i + 1 < args.size()) {
+                parsed.values[flag] = args[++i];
+            } else {
+                throw UsageError(flag + " needs a value");
+            }
+        } else {
+            throw UsageError("unknown option " + arg);
+        }
+    }
+    return parsed;
+}
+
+namespace {
+template <typename T>
+std::optional<T> parse_number(std::string_view text) {
+    T value{};
+    const char *end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+    return value;
+}
+}  // namespace
+
+std::optional<std::int64_t> parse_int(std::string_view text) { return parse_number<std::int64_t>(text); }
+std::optional<float> parse_float(std::string_view text) { return parse_number<float>(text); }
+
+std::optional<std::int64_t> int_flag(const ParsedArgs &args, const std::string &flag, std::int64_t min) {
+    const auto it = args.values.find(flag);
+    if (it == args.values.end()) return std::nullopt;
+    const auto value = parse_int(it->second);
+    if (!value || *value < min) {
+        throw UsageError(flag + " needs an integer >= " + std::to_string(min) + ", got '" + it->second + "'");
+    }
+    return value;
+}
+
+}  // namespace magi2norm::cli

@@ -1,0 +1,38 @@
+// Command-line parsing shared by the subcommands: flags with values, switches, positionals.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace magi2norm::cli {
+
+// A malformed command line: main reports it and exits with status 2 (any other error gives 1).
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct ParsedArgs {
+    std::vector<std::string> positional;
+    std::map<std::string, std::string> values;  // "--flag" -> its value
+    std::set<std::string> switches;             // "--flag" given without a value
+};
+
+// Accepts "--flag value" and "--flag=value" for the flags in `valued`, and the bare flags in
+// `switches`; anything else starting with "--" is a UsageError.
+ParsedArgs parse_args(const std::vector<std::string> &args, const std::set<std::string> &valued,
+                      const std::set<std::string> &switches = {});
+
+// The whole text as a number, or nullopt (empty, trailing characters, out of range).
+std::optional<std::int64_t> parse_int(std::string_view text);
+std::optional<float> parse_float(std::string_view text);
+
+// An integer flag of at least `min`, nullopt when absent; a UsageError when malformed.
+std::optional<std::int64_t> int_flag(const ParsedArgs &args, const std::string &flag, std::int64_t min);
+
+}  // namespace magi2norm::cli

@@ -1,0 +1,27 @@
+// The yardstick of the demo: how fast this machine copies memory with the same thread count.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <vector>
+
+namespace magi2norm::cli {
+
+class CopyBandwidth {
+public:
+    explicit CopyBandwidth(int threads) : threads_(threads < 1 ? 1 : threads) {}
+
+    // GB/s (bytes read + bytes written, 1e9 bytes per GB) of a memcpy that moves
+    // `traffic_bytes` in total, split across the threads; best of `repeats` after a warm-up.
+    // Measured once per traffic size.
+    double gbps(std::size_t traffic_bytes, int repeats);
+
+private:
+    int threads_;
+    // Source and destination buffers of every measurement, allocated (and touched) once and
+    // grown when a larger case needs it: page faults stay out of the timing and the run time.
+    std::vector<unsigned char> pool_;
+    std::map<std::size_t, double> measured_;  // traffic bytes -> GB/s
+};
+
+}  // namespace magi2norm::cli

@@ -1,0 +1,112 @@
+#include "demo_cases.hpp"
+
+#include <cstring>
+
+#include "bf16.hpp"
+
+namespace magi2norm::cli {
+namespace {
+
+constexpr std::int64_t kHidden = 3072, kHeads = 24, kHeadDim = 128, kStreams = 4;
+
+// splitmix64: fast and good enough for test data; the demo generates hundreds of millions.
+class Random {
+public:
+    explicit Random(std::uint64_t seed) : state_(seed) {}
+    std::uint64_t next() {
+        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    // Uniform in (-range, range) and never zero: with k < 2^23, (2k + 1) / 2^23 - 1 is an odd
+    // multiple of 2^-23 (exact in FP32).
+    float nonzero(float range) {
+        const auto k = static_cast<float>(next() >> 41);
+        return ((2.0f * k + 1.0f) / 8388608.0f - 1.0f) * range;
+    }
+
+private:
+    std::uint64_t state_;
+};
+
+// `count` random values of `dtype` in (-range, range); BF16 rounding keeps them nonzero.
+std::vector<unsigned char> random_tensor(Random &random, std::int64_t count, DType dtype, float range) {
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(count) * dtype_size(dtype));
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float value = random.nonzero(range);
+        if (dtype == DType::bf16) {
+            const std::uint16_t bits = f32_to_bf16(value);
+            std::memcpy(bytes.data() + 2 * i, &bits, 2);
+        } else {
+            std::memcpy(bytes.data() + 4 * i, &value, 4);
+        }
+    }
+    return bytes;
+}
+
+}  // namespace
+
+std::vector<DemoCase> model_cases(std::int64_t t) {
+    using K = Grouping::Kind;
+    const DType f32 = DType::f32, bf16 = DType::bf16;
+    const std::int64_t width = kStreams * kHidden;
+    return {
+        {"pre_norm", {t, kHidden}, bf16, bf16, bf16, 1, K::none},
+        {"pre_norm_m3_sizes", {t, kHidden}, bf16, bf16, bf16, 3, K::sizes},
+        {"pre_norm_m3_ids", {t, kHidden}, bf16, bf16, bf16, 3, K::ids},
+        {"qk_norm", {t, kHeads, kHeadDim}, bf16, f32, bf16, 1, K::none},
+        {"mhc_norm_f32", {t, width}, bf16, f32, bf16, 1, K::none},
+        {"mhc_norm_bf16", {t, width}, bf16, bf16, bf16, 1, K::none},
+        {"final_norm", {t, width}, f32, f32, f32, 1, K::none},
+    };
+}
+
+DemoData make_demo_data(const DemoCase &c, std::uint64_t seed) {
+    Random random(seed);
+    DemoData data;
+    const std::int64_t tokens = c.shape.front();
+    // Activations of a few units; weights near 0, i.e. scales near 1, as trained checkpoints have.
+    data.x = random_tensor(random, element_count(c.shape), c.in_dtype, 4.0f);
+    data.weight = random_tensor(random, c.num_modality * c.shape.back(), c.weight_dtype, 0.25f);
+    if (c.grouping == Grouping::Kind::ids) {
+        data.ids.resize(static_cast<std::size_t>(tokens));
+        for (std::int32_t &id : data.ids) id = static_cast<std::int32_t>(random.next() % c.num_modality);
+    } else if (c.grouping == Grouping::Kind::sizes) {
+        // Video first and largest; the audio and text groups take T / 2M tokens each.
+        const std::int64_t small = tokens / (2 * c.num_modality);
+        data.sizes.assign(static_cast<std::size_t>(c.num_modality), small);
+        data.sizes[0] = tokens - (c.num_modality - 1) * small;
+    }
+    return data;
+}
+
+Grouping DemoData::grouping(const DemoCase &c) const {
+    switch (c.grouping) {
+    case Grouping::Kind::ids: return Grouping::ids(ids.data(), static_cast<std::int64_t>(ids.size()));
+    case Grouping::Kind::sizes: return Grouping::sizes(sizes);
+    case Grouping::Kind::none: break;
+    }
+    return Grouping::none();
+}
+
+std::int64_t DemoData::modality(std::int64_t token) const {
+    if (!ids.empty()) return ids[static_cast<std::size_t>(token)];
+    std::int64_t end = 0;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        end += sizes[m];
+        if (token < end) return static_cast<std::int64_t>(m);
+    }
+    return 0;
+}
+
+const char *grouping_name(Grouping::Kind kind) {
+    switch (kind) {
+    case Grouping::Kind::sizes: return "sizes";
+    case Grouping::Kind::ids: return "ids";
+    case Grouping::Kind::none: break;
+    }
+    return "none";
+}
+
+}  // namespace magi2norm::cli
