@@ -12,8 +12,7 @@ namespace magi2norm::bench {
 
 class AlignedBuffer {
 public:
-    AlignedBuffer() = default;
-    explicit AlignedBuffer(std::size_t bytes) : bytes_(bytes) {
+    explicit AlignedBuffer(std::size_t bytes) {
         constexpr std::size_t kAlign = 64;
         const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
         data_.reset(static_cast<std::byte *>(std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded)));
@@ -22,14 +21,12 @@ public:
     }
 
     std::byte *data() const { return data_.get(); }
-    std::size_t size() const { return bytes_; }
 
 private:
     struct Free {
         void operator()(std::byte *p) const { std::free(p); }
     };
     std::unique_ptr<std::byte[], Free> data_;
-    std::size_t bytes_ = 0;
 };
 
 }  // namespace magi2norm::bench

@@ -29,7 +29,8 @@ struct AutoKernel {
     KernelFn fn;
 };
 
-#define MAGI2NORM_AUTO_PEER(scheduler, in, out) {#scheduler, DType::in, DType::out, magi2_norm_auto_##scheduler##_##in##_##out##_argv},
+#define MAGI2NORM_AUTO_PEER(scheduler, in, out) \
+    {#scheduler, DType::in, DType::out, magi2_norm_auto_##scheduler##_##in##_##out##_argv},
 constexpr AutoKernel kKernels[] = {
 #include "magi2norm_auto_peer_list.inc"
 };

@@ -59,7 +59,8 @@ public:
             std::int64_t start = 0;
             for (std::size_t m = 0; m < ws_.group_sizes().size(); ++m) {
                 const std::int64_t size = ws_.group_sizes()[m];
-                parts.push_back((normalized.narrow(0, start, size) * (weight_[static_cast<std::int64_t>(m)] + 1)).to(scalar_type(c.out)));
+                const at::Tensor scale = weight_[static_cast<std::int64_t>(m)] + 1;
+                parts.push_back((normalized.narrow(0, start, size) * scale).to(scalar_type(c.out)));
                 start += size;
             }
             y = at::cat(parts);

@@ -116,6 +116,9 @@ def plot(context, cases, implementations, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")  # 0.5, 2, 10 rather than powers of ten
 
     panels = OrderedDict()  # (norm, dtypes) -> {(impl, grouping): [(T, GB/s)]}
     for key, by_impl in cases.items():
@@ -139,6 +142,9 @@ def plot(context, cases, implementations, path):
         tokens = sorted({t for points in lines.values() for t, _ in points})
         ax.set_xticks(tokens, [str(t) for t in tokens])
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{norm} {dtypes.replace('_', ' -> ')}", fontsize=10)
         ax.set_xlabel("T (tokens)")
         ax.set_ylabel("GB/s")

@@ -3,8 +3,6 @@
 // OUT. Golden files have exactly this layout, so `apply` on one reproduces its y and y_f32.
 #include "apply_command.hpp"
 
-#include <cstring>
-
 #include "cli_args.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "magi2norm/safetensors.hpp"
@@ -119,7 +117,7 @@ int run_apply(const std::vector<std::string> &args) {
     const ParsedArgs parsed = parse_args(args, valued);
     if (parsed.positional.size() != 2) throw UsageError("apply needs IN.safetensors and OUT.safetensors");
     const std::string &in_path = parsed.positional[0], &out_path = parsed.positional[1];
-    if (const auto threads = int_flag(parsed, "--threads", 1)) set_num_threads(static_cast<int>(*threads));
+    apply_threads_flag(parsed);
 
     const safetensors::File in = safetensors::File::open(in_path);
     const ConstTensorView x = in.view("x");

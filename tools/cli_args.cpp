@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "magi2norm/magi2norm.hpp"
+
 namespace magi2norm::cli {
 
 ParsedArgs parse_args(const std::vector<std::string> &args, const std::set<std::string> &valued,
@@ -46,14 +48,21 @@ std::optional<T> parse_number(std::string_view text) {
 std::optional<std::int64_t> parse_int(std::string_view text) { return parse_number<std::int64_t>(text); }
 std::optional<float> parse_float(std::string_view text) { return parse_number<float>(text); }
 
-std::optional<std::int64_t> int_flag(const ParsedArgs &args, const std::string &flag, std::int64_t min) {
+std::optional<std::int64_t> int_flag(const ParsedArgs &args, const std::string &flag, std::int64_t min,
+                                     std::int64_t max) {
     const auto it = args.values.find(flag);
     if (it == args.values.end()) return std::nullopt;
     const auto value = parse_int(it->second);
-    if (!value || *value < min) {
-        throw UsageError(flag + " needs an integer >= " + std::to_string(min) + ", got '" + it->second + "'");
+    if (!value || *value < min || *value > max) {
+        const std::string range = max == INT64_MAX ? ">= " + std::to_string(min)
+                                                   : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+        throw UsageError(flag + " needs an integer " + range + ", got '" + it->second + "'");
     }
     return value;
+}
+
+void apply_threads_flag(const ParsedArgs &args) {
+    if (const auto threads = int_flag(args, "--threads", 1, 4096)) set_num_threads(static_cast<int>(*threads));
 }
 
 }  // namespace magi2norm::cli

@@ -32,7 +32,11 @@ ParsedArgs parse_args(const std::vector<std::string> &args, const std::set<std::
 std::optional<std::int64_t> parse_int(std::string_view text);
 std::optional<float> parse_float(std::string_view text);
 
-// An integer flag of at least `min`, nullopt when absent; a UsageError when malformed.
-std::optional<std::int64_t> int_flag(const ParsedArgs &args, const std::string &flag, std::int64_t min);
+// An integer flag in [min, max], nullopt when absent; a UsageError when malformed.
+std::optional<std::int64_t> int_flag(const ParsedArgs &args, const std::string &flag, std::int64_t min,
+                                     std::int64_t max = INT64_MAX);
+
+// Applies --threads N (1 <= N <= 4096) to the library when given.
+void apply_threads_flag(const ParsedArgs &args);
 
 }  // namespace magi2norm::cli

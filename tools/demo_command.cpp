@@ -55,7 +55,7 @@ int run_demo(const std::vector<std::string> &args) {
     const ParsedArgs parsed = parse_args(args, {"--tokens", "--threads"}, {"--json"});
     if (!parsed.positional.empty()) throw UsageError("demo takes no file arguments");
     const std::int64_t tokens = int_flag(parsed, "--tokens", 1).value_or(kDefaultTokens);
-    if (const auto threads = int_flag(parsed, "--threads", 1)) set_num_threads(static_cast<int>(*threads));
+    apply_threads_flag(parsed);
     const bool json = parsed.switches.count("--json") != 0;
     // The copy runs on as many threads as the norm; the runtime reports 0 if it has not decided.
     int threads = num_threads();

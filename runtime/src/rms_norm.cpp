@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -45,39 +46,35 @@ float scale_of(DType weight_dtype, const unsigned char *element) {
     return detail::f16_to_f32(detail::f32_to_f16(detail::f16_to_f32(bits) + 1.0f));
 }
 
-// The first token of each modality after the first (cu[1 .. M-1]) from group sizes; INT32_MAX
-// for the kernel's unused slots, and for every slot when grouping by ids or not at all.
-std::array<std::int32_t, detail::kMaxGroups - 1> group_starts(const NormConfig &config, const Grouping &grouping,
-                                                              std::int64_t tokens) {
-    std::array<std::int32_t, detail::kMaxGroups - 1> starts;
-    starts.fill(std::numeric_limits<std::int32_t>::max());
-    if (grouping.kind() != Grouping::Kind::sizes) return starts;
+// The validated cumulative group sizes (M + 1 entries, 0 first, T last) of a grouping by sizes.
+std::vector<std::int64_t> cumulative_sizes(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
     const auto &sizes = grouping.group_sizes();
     if (static_cast<std::int64_t>(sizes.size()) != config.num_modality) {
         throw Error(ErrorCode::grouping, "got " + std::to_string(sizes.size()) + " group sizes for num_modality " +
                                              std::to_string(config.num_modality));
     }
-    if (config.num_modality > detail::kMaxGroups) {
-        throw Error(ErrorCode::grouping, "grouping by sizes supports up to " + std::to_string(detail::kMaxGroups) +
-                                             " modalities (num_modality is " + std::to_string(config.num_modality) +
-                                             "); pass per-token modality ids instead");
-    }
-    std::int64_t total = 0;
+    std::vector<std::int64_t> cu(1, 0);
     for (std::size_t m = 0; m < sizes.size(); ++m) {
         if (sizes[m] < 0) {
             throw Error(ErrorCode::grouping, "group size " + std::to_string(m) + " is negative (" + std::to_string(sizes[m]) + ")");
         }
-        if (sizes[m] > tokens - total) {
+        if (sizes[m] > tokens - cu.back()) {
             throw Error(ErrorCode::grouping, "group sizes sum past the token count " + std::to_string(tokens));
         }
-        total += sizes[m];
-        if (m + 1 < sizes.size()) starts[m] = static_cast<std::int32_t>(total);
+        cu.push_back(cu.back() + sizes[m]);
     }
-    if (total != tokens) {
-        throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(total) + " but the input has " +
+    if (cu.back() != tokens) {
+        throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(cu.back()) + " but the input has " +
                                              std::to_string(tokens) + " tokens");
     }
-    return starts;
+    return cu;
+}
+
+bool has_negative_stride(const detail::CheckedView &v) {
+    for (std::int64_t s : v.strides) {
+        if (s < 0) return true;
+    }
+    return false;
 }
 
 void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
@@ -187,8 +184,40 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
         throw Error(ErrorCode::device, std::string("device-memory views need the cuda backend, not ") + backend_name(call.backend));
     }
     if (by_ids && call.memory == Memory::host) check_ids(config_, grouping, tokens);
-    call.group_starts = group_starts(config_, grouping, tokens);
+
+    // Grouping by sizes reaches the kernel as up to kMaxGroups - 1 scalar group starts; more
+    // modalities than that (host memory only) go as per-token ids made here, 4 bytes a token.
+    call.group_starts.fill(std::numeric_limits<std::int32_t>::max());
+    std::vector<std::int32_t> ids_from_sizes;
+    if (grouping.kind() == Grouping::Kind::sizes) {
+        const std::vector<std::int64_t> cu = cumulative_sizes(config_, grouping, tokens);
+        if (config_.num_modality <= detail::kMaxGroups) {
+            for (std::size_t m = 1; m + 1 < cu.size(); ++m) call.group_starts[m - 1] = static_cast<std::int32_t>(cu[m]);
+        } else if (call.memory == Memory::host) {
+            ids_from_sizes.resize(static_cast<std::size_t>(tokens));
+            for (std::size_t m = 0; m + 1 < cu.size(); ++m) {
+                std::fill(ids_from_sizes.begin() + cu[m], ids_from_sizes.begin() + cu[m + 1], static_cast<std::int32_t>(m));
+            }
+        } else {
+            throw Error(ErrorCode::grouping, "with device memory, grouping by sizes supports up to " +
+                                                 std::to_string(detail::kMaxGroups) + " modalities (num_modality is " +
+                                                 std::to_string(config_.num_modality) + "); pass per-token ids");
+        }
+    }
     if (ov.count == 0) return;
+
+    // Halide's host-to-device copies need non-negative strides: a GPU call on host views with a
+    // negative stride goes through contiguous copies (staging copies anyway).
+    if (call.backend != Backend::cpu && call.memory == Memory::host && (has_negative_stride(xv) || has_negative_stride(ov))) {
+        std::vector<unsigned char> x_copy(static_cast<std::size_t>(xv.count) * dtype_size(xv.dtype));
+        std::vector<unsigned char> out_copy(static_cast<std::size_t>(ov.count) * dtype_size(ov.dtype));
+        detail::copy_elements(xv, x_copy.data(), contiguous_strides(xv.shape));
+        forward(ConstTensorView(x_copy.data(), xv.dtype, xv.shape), grouping, TensorView(out_copy.data(), ov.dtype, ov.shape),
+                want, stream);
+        const auto result = detail::check_view(out_copy.data(), ov.dtype, ov.shape, {}, "output");
+        detail::copy_elements(result, out.data, ov.strides);
+        return;
+    }
 
     call.x = xv.data;
     call.in_dtype = xv.dtype;
@@ -206,7 +235,7 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     call.dim = config_.dim;
     call.num_patterns = config_.num_patterns;
     call.num_modality = config_.num_modality;
-    call.token_ids = by_ids ? grouping.token_ids() : nullptr;
+    call.token_ids = by_ids ? grouping.token_ids() : ids_from_sizes.empty() ? nullptr : ids_from_sizes.data();
     call.eps = config_.eps;
     detail::run_kernel(call);
 }

@@ -122,7 +122,7 @@ TEST_F(CliErrors, UsageMistakesExitTwo) {
     expect_apply_fails(in, 2, "--dim needs an integer", {"--dim", "abc"});
     expect_apply_fails(in, 2, "--eps needs a number", {"--eps", "1e-6x"});
     expect_apply_fails(in, 2, "--out-dtype needs f32, bf16 or f16", {"--out-dtype", "f8"});
-    expect_apply_fails(in, 2, "--threads needs an integer >= 1", {"--threads", "0"});
+    expect_apply_fails(in, 2, "--threads needs an integer in [1, 4096]", {"--threads", "0"});
     expect_apply_fails(in, 2, "--dim needs a value", {"--dim"});
 
     for (const std::vector<std::string> &args : std::vector<std::vector<std::string>>{{}, {"frobnicate"}, {"apply"}}) {

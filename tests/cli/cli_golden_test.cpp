@@ -46,7 +46,7 @@ TEST_P(CliGolden, ApplyMatchesGolden) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, CliGolden, testing::ValuesIn(cli_test::golden_names()),
-                         [](const testing::TestParamInfo<std::string> &info) { return info.param; });
+                         [](const testing::TestParamInfo<std::string> &param_info) { return param_info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CliGolden);
 
 }  // namespace

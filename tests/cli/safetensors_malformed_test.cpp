@@ -108,7 +108,7 @@ TEST_P(SafetensorsMalformed, IsAFormatErrorNamingFileAndProblem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, SafetensorsMalformed, testing::ValuesIn(malformed_files()),
-                         [](const testing::TestParamInfo<Malformed> &info) { return std::string(info.param.name); });
+                         [](const testing::TestParamInfo<Malformed> &param_info) { return std::string(param_info.param.name); });
 
 TEST(SafetensorsErrors, MissingTensorIsNamed) {
     cli_test::TempDir dir;
@@ -181,7 +181,7 @@ TEST_F(SafetensorsDamaged, EveryTruncationIsRefused) {
 
 TEST_F(SafetensorsDamaged, EveryHeaderByteChangeOpensOrIsRefused) {
     for (std::size_t i = 0; i < bytes_.size() - 24; ++i) {
-        for (const unsigned char value : {0x00, 0x01, 0x22, 0x2c, 0x30, 0x39, 0x5b, 0x7b, 0x7d, 0x80, 0xff}) {
+        for (const unsigned char value : {0x00, 0x22, 0x30, 0x5b, 0x7d, 0xff}) {  // NUL " 0 [ } and non-UTF-8
             std::string damaged = bytes_;
             damaged[i] = static_cast<char>(value);
             opens(damaged);

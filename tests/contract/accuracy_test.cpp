@@ -1,16 +1,17 @@
-// Gate 1 where FP32 summation order matters most: wide rows dominated by one element. Once the
-// running sum holds the large square, each small square is below half its ULP and rounds away,
-// so a sum that visits the large element first (in its lane) drops the rest of that lane; an
-// accurate sum keeps them. Row [1, 2^-13, ..., 2^-13] at D = 12288: the small squares are 2^-26
-// each and together 1.8e-4 of the sum, so losing a sixteenth of them moves y by ~6e-6 relative,
-// far past gate 1's 1e-6.
+// Gate 1 where the summation of the squares matters most: wide rows dominated by one element.
+// Once a running FP32 sum holds the large square, each small square is below half its ULP and
+// rounds away, so a sum that meets the large element first drops the rest of its chain. Row
+// [1, 2^-13, ..., 2^-13] at D = 12288: the small squares are 2^-26 each, 1.8e-4 of the sum
+// together; an FP32 sum in 16 interleaved lanes (AVX2) loses a sixteenth of them and moves the
+// large output by 5.6e-6 relative, far past gate 1's 1e-6. The large element sits at the start,
+// inside and at the end of the row (row 1 mirrors row 0), as summation orders differ in which
+// position they get wrong.
 #include <gtest/gtest.h>
 
 #include <ostream>
 #include <string>
 
 #include "norm_case.hpp"
-#include "reference/gates.hpp"
 
 namespace contract {
 namespace {
@@ -24,6 +25,7 @@ std::string name_of(const DominantCase &c) {
     return "D" + std::to_string(c.dim) + "_at_" + std::to_string(c.position);
 }
 
+std::string case_name(const testing::TestParamInfo<DominantCase> &info) { return name_of(info.param); }
 void PrintTo(const DominantCase &c, std::ostream *os) { *os << name_of(c); }
 
 class OneDominantElement : public testing::TestWithParam<DominantCase> {};
@@ -47,7 +49,7 @@ INSTANTIATE_TEST_SUITE_P(Rows, OneDominantElement,
                          testing::Values(DominantCase{3072, 0}, DominantCase{3072, 1537}, DominantCase{12288, 0},
                                          DominantCase{12288, 5}, DominantCase{12288, 6144},
                                          DominantCase{12288, 12287}),
-                         [](const testing::TestParamInfo<DominantCase> &info) { return name_of(info.param); });
+                         case_name);
 
 }  // namespace
 }  // namespace contract

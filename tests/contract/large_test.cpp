@@ -36,8 +36,7 @@ void fill_input(ref::HostTensor &x) {
 
 // A [1, D] view of row `row` of a contiguous [T, D] tensor.
 ref::ConstTensorView row_view(const ref::HostTensor &tensor, std::int64_t row) {
-    const auto *base = static_cast<const unsigned char *>(tensor.data());
-    return {base + row * D * static_cast<std::int64_t>(ref::element_size(tensor.dtype())), tensor.dtype(), {1, D}};
+    return {tensor.data_at(row * D), tensor.dtype(), {1, D}};
 }
 
 TEST(Large, InputBeyondTwoGiB) {

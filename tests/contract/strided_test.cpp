@@ -92,9 +92,7 @@ TEST_P(Strided, NegativeTokenStride) {
     for (std::int64_t D : kDims) {
         // Tokens in reverse memory order: the view starts at the last row.
         const ref::HostTensor memory = random_input(GetParam().in, {kTokens, D}, rng_);
-        const auto *last_row = static_cast<const unsigned char *>(memory.data()) +
-                               (kTokens - 1) * D * static_cast<std::int64_t>(ref::element_size(GetParam().in));
-        expect_contract(make_case({last_row, GetParam().in, {kTokens, D}, {-D, 1}}, 1, true));
+        expect_contract(make_case({memory.data_at((kTokens - 1) * D), GetParam().in, {kTokens, D}, {-D, 1}}, 1, true));
     }
 }
 
@@ -102,9 +100,9 @@ TEST_P(Strided, KeyHeadsOfFusedQkv) {
     // The K norm reads the middle third of a fused [T, 3H, head_dim] projection in place.
     constexpr std::int64_t H = 4, head_dim = 128;
     const ref::HostTensor qkv = random_input(GetParam().in, {kTokens, 3 * H, head_dim}, rng_);
-    const auto *k = static_cast<const unsigned char *>(qkv.data()) +
-                    H * head_dim * static_cast<std::int64_t>(ref::element_size(GetParam().in));
-    expect_contract(make_case({k, GetParam().in, {kTokens, H, head_dim}, {3 * H * head_dim, head_dim, 1}}, 1, true));
+    expect_contract(make_case({qkv.data_at(H * head_dim), GetParam().in, {kTokens, H, head_dim},
+                               {3 * H * head_dim, head_dim, 1}},
+                              1, true));
 }
 
 // Runs `c` into `out` (a view into `memory`, poisoned beforehand) and checks the gates there, and
@@ -123,11 +121,13 @@ void expect_into_strided(const NormCase &c, ref::HostTensor &memory, const magi2
         EXPECT_TRUE(ref::gate3_within_local_ulp(out, y32.cast(out.dtype).view()));
     }
 
+    // The view's elements as offsets into `memory` (the view may start anywhere inside it).
     const ref::ViewReader reader(out);
-    std::set<std::int64_t> covered;
-    ref::for_each_index(out.shape, [&](const ref::Shape &index) { covered.insert(reader.offset(index)); });
     const auto *bytes = static_cast<const unsigned char *>(memory.data());
     const std::size_t size = ref::element_size(memory.dtype());
+    const std::int64_t start = (static_cast<const unsigned char *>(out.data) - bytes) / static_cast<std::int64_t>(size);
+    std::set<std::int64_t> covered;
+    ref::for_each_index(out.shape, [&](const ref::Shape &index) { covered.insert(start + reader.offset(index)); });
     for (std::int64_t e = 0; e < memory.size(); ++e) {
         if (covered.count(e) != 0) continue;
         for (std::size_t b = 0; b < size; ++b) {
@@ -148,6 +148,8 @@ TEST_P(Strided, StridedOutputs) {
         expect_into_strided(c, every_other, {every_other.data(), out_dtype, {kTokens, D}, {2 * D, 2}});
         ref::HostTensor transposed(out_dtype, {D, kTokens});
         expect_into_strided(c, transposed, {transposed.data(), out_dtype, {kTokens, D}, {1, kTokens}});
+        ref::HostTensor reversed(out_dtype, {kTokens, D});
+        expect_into_strided(c, reversed, {reversed.data_at((kTokens - 1) * D), out_dtype, {kTokens, D}, {-D, 1}});
     }
 }
 

@@ -129,6 +129,11 @@ public:
     std::int64_t size() const { return num_elements(shape_); }
     void *data() { return bytes_.data(); }
     const void *data() const { return bytes_.data(); }
+    // The address of element `flat` (row-major), e.g. where a view into the tensor starts.
+    void *data_at(std::int64_t flat) { return bytes_.data() + flat * static_cast<std::int64_t>(element_size(dtype_)); }
+    const void *data_at(std::int64_t flat) const {
+        return bytes_.data() + flat * static_cast<std::int64_t>(element_size(dtype_));
+    }
     const std::vector<unsigned char> &bytes() const { return bytes_; }
 
     float get(std::int64_t i) const { return load_value(dtype_, bytes_.data(), i); }
