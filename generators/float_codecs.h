@@ -3,8 +3,10 @@
 // BF16 and FP16 tensors reach the pipeline as raw uint16 bits. Doing the conversions here, in
 // integer arithmetic (plus one exactly-rounded FP32 add), rather than through Halide's Float(16)
 // / BFloat(16) casts makes them independent of the ISA the multi-target library picks at run
-// time (F16C or not, AVX-512 FP16 or not) and of GPU back ends: round-to-nearest-even over the
-// whole range, subnormals included, NaN stays NaN, overflow gives +-inf.
+// time and of GPU back ends: round-to-nearest-even over the whole range, subnormals included,
+// NaN stays NaN, overflow gives +-inf. The one exception is FP16 on x86 targets with F16C,
+// whose vcvtph2ps / vcvtps2ph implement exactly these rules (round to nearest even with the
+// default MXCSR, subnormals kept) at a fraction of the cost: see f16_codec_is_native.
 #pragma once
 
 #include "Halide.h"
@@ -18,6 +20,23 @@ inline Halide::Expr u32(uint32_t v) { return Halide::Internal::make_const(Halide
 inline Halide::Expr bf16_to_f32(const Halide::Expr &bits) {
     using namespace Halide;
     return reinterpret<float>(cast<uint32_t>(bits) << 16);
+}
+
+// Whether FP16 conversions on `target` use the hardware's (x86 F16C) instead of the integer codec.
+inline bool f16_codec_is_native(const Halide::Target &target) {
+    return target.arch == Halide::Target::X86 && target.has_feature(Halide::Target::F16C);
+}
+
+// FP16 bits -> FP32 with F16C (exact: every FP16 value is an FP32 value).
+inline Halide::Expr f16_to_f32_native(const Halide::Expr &bits) {
+    using namespace Halide;
+    return cast<float>(reinterpret(Float(16), cast<uint16_t>(bits)));
+}
+
+// FP32 -> FP16 bits with F16C, round to nearest even.
+inline Halide::Expr f32_to_f16_native(const Halide::Expr &value) {
+    using namespace Halide;
+    return reinterpret<uint16_t>(cast(Float(16), value));
 }
 
 // FP16 bits -> FP32, exact for every input (normals, subnormals, +-0, +-inf, NaN payloads).
@@ -39,9 +58,10 @@ inline Halide::Expr f16_to_f32(const Halide::Expr &bits) {
 inline Halide::Expr f32_to_bf16(const Halide::Expr &value) {
     using namespace Halide;
     Expr u = reinterpret<uint32_t>(value);
-    Expr is_nan = (u & u32(0x7fffffff)) > u32(0x7f800000);
+    // An unordered compare (one instruction; reliable under strict_float) finds NaN.
+    Expr nan = is_nan(value);
     Expr rounded = (u + (u32(0x7fff) + ((u >> 16) & u32(1)))) >> 16;
-    return cast<uint16_t>(select(is_nan, (u >> 16) | u32(0x40), rounded));
+    return cast<uint16_t>(select(nan, (u >> 16) | u32(0x40), rounded));
 }
 
 // FP32 -> FP16 bits, round to nearest even over the whole range.
@@ -52,14 +72,14 @@ inline Halide::Expr f32_to_f16(const Halide::Expr &value) {
     Expr a = u & u32(0x7fffffff);
     // |x| >= 65520 rounds to inf (65504 is the largest finite FP16; the tie goes to even = inf).
     Expr overflow = a >= u32(0x477ff000);
-    Expr is_nan = a > u32(0x7f800000);
+    Expr nan = is_nan(value);
     // Normal results: rebias the exponent, then round the 13 dropped bits to nearest even.
     Expr rebiased = a - u32(0x38000000);
     Expr normal = (rebiased + (u32(0xfff) + ((rebiased >> 13) & u32(1)))) >> 13;
     // Subnormal results (|x| < 2^-14): adding 0.5 puts the value in units of 2^-24 into the low
     // mantissa bits, and the FP32 add performs the round to nearest even exactly.
     Expr shifted = reinterpret<uint32_t>(reinterpret<float>(a) + 0.5f) - u32(0x3f000000);
-    Expr magnitude = select(is_nan, u32(0x7e00),
+    Expr magnitude = select(nan, u32(0x7e00),
                             overflow, u32(0x7c00),
                             a < u32(0x38800000), shifted,
                             normal);

@@ -32,18 +32,18 @@ const std::map<std::string, Storage> kStorageNames = {
 
 Type storage_type(Storage s) { return s == Storage::F32 ? Float(32) : UInt(16); }
 
-Expr decode(Storage s, const Expr &v) {
+Expr decode(Storage s, const Expr &v, const Target &target) {
     switch (s) {
     case Storage::BF16: return bf16_to_f32(v);
-    case Storage::F16: return f16_to_f32(v);
+    case Storage::F16: return f16_codec_is_native(target) ? f16_to_f32_native(v) : f16_to_f32(v);
     default: return v;
     }
 }
 
-Expr encode(Storage s, const Expr &v) {
+Expr encode(Storage s, const Expr &v, const Target &target) {
     switch (s) {
     case Storage::BF16: return f32_to_bf16(v);
-    case Storage::F16: return f32_to_f16(v);
+    case Storage::F16: return f16_codec_is_native(target) ? f32_to_f16_native(v) : f32_to_f16(v);
     default: return v;
     }
 }
@@ -77,7 +77,7 @@ public:
         Expr num_modality = scale->dim(num_modality_dim).extent();
 
         Func xf("xf");
-        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t));
+        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
 
         // sum_d xf^2: each square in FP32 as the formula has it, accumulated in FP64 and rounded
         // once. An FP32 running sum over D = 12288 drifts by more than the contract's 1e-6
@@ -104,7 +104,7 @@ public:
         y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
 
         s.output = Func("norm");
-        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t));
+        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), get_target());
         *out = s.output;  // NOLINT: Output<Buffer> assignment from a Func
 
         // Any strides: stride 0 carries broadcasting, a non-unit inner stride is a strided view.

@@ -76,14 +76,24 @@ int run_slice(void *, int slice, std::uint8_t *closure) {
     const int status = job.fn(k.pack());
     if (status != 0) return status;
 
-    const std::size_t row_bytes = static_cast<std::size_t>(l.extent[0] * out_elem);
+    // Copy in runs as long as the output allows: the whole slice when its tokens are dense
+    // (the usual case), else one token, else one row (small rows make many short runs).
+    const std::int64_t row = l.extent[0];
+    const bool dense_token = (l.extent[1] == 1 || l.out_stride[1] == row) &&
+                             (l.extent[2] == 1 || l.out_stride[2] == row * l.extent[1]);
+    const bool dense_slice = dense_token && l.out_stride[3] == token_elements(l);
     const std::uint8_t *src = scratch.data();
     auto *out = static_cast<std::uint8_t *>(c.out);
-    for (std::int64_t t = t0; t < t0 + tokens; ++t) {
-        for (std::int64_t a = 0; a < l.extent[2]; ++a) {
-            for (std::int64_t h = 0; h < l.extent[1]; ++h, src += row_bytes) {
-                const std::int64_t row = t * l.out_stride[3] + a * l.out_stride[2] + h * l.out_stride[1];
-                stream_copy(out + row * out_elem, src, row_bytes);
+    if (dense_slice) {
+        stream_copy(out + t0 * l.out_stride[3] * out_elem, src, scratch.size());
+    } else {
+        const std::size_t run_bytes = static_cast<std::size_t>((dense_token ? token_elements(l) : row) * out_elem);
+        for (std::int64_t t = t0; t < t0 + tokens; ++t) {
+            for (std::int64_t a = 0; a < (dense_token ? 1 : l.extent[2]); ++a) {
+                for (std::int64_t h = 0; h < (dense_token ? 1 : l.extent[1]); ++h, src += run_bytes) {
+                    const std::int64_t first = t * l.out_stride[3] + a * l.out_stride[2] + h * l.out_stride[1];
+                    stream_copy(out + first * out_elem, src, run_bytes);
+                }
             }
         }
     }

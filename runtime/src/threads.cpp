@@ -58,7 +58,11 @@ int forward_par_for(void *user_context, halide_task_t task, int min, int size, s
 // The one Halide runtime inside the library owns the thread pool all variants share.
 void set_num_threads(int n) { halide_set_num_threads(n <= 0 ? 0 : n); }
 
-int num_threads() { return halide_get_num_threads(); }
+int num_threads() {
+    // Halide's pool reports 0 until its first use; asking for the default settles the count.
+    if (halide_get_num_threads() == 0) halide_set_num_threads(0);
+    return halide_get_num_threads();
+}
 
 void set_parallel_for(ParallelFor parallel_for, void *context) {
     std::lock_guard<std::mutex> lock(host_loop_mutex);

@@ -22,6 +22,13 @@ protected:
     void TearDown() override { magi2norm::set_num_threads(0); }
 };
 
+// ctest runs each test in a process of its own, so this asks before any norm has run.
+TEST_F(Threads, CountIsKnownBeforeTheFirstCall) {
+    EXPECT_GE(magi2norm::num_threads(), 1);
+    magi2norm::set_num_threads(1);
+    EXPECT_EQ(magi2norm::num_threads(), 1);
+}
+
 TEST_F(Threads, OneAndTwoThreadsAgreeBitForBit) {
     Rng rng(31);
     const ThreadCase cases[] = {
