@@ -8,7 +8,7 @@
 namespace magi2norm::schedules {
 
 struct CpuScheduleParams {
-    // FP32 lanes per vector step of the row loops; 0 = twice the target's natural width.
+    // Lanes per vector step of the row loops; 0 = the target's natural width for the output type.
     int vector_width = 0;
     // Input bytes per parallel task; rows per task = max(1, task_bytes / row bytes).
     int task_bytes = 64 * 1024;
