@@ -51,12 +51,16 @@ typedef enum magi2norm_dtype {
     MAGI2NORM_DTYPE_UNSET = -1, /* for an output dtype: same as the input / no override */
     MAGI2NORM_F32 = 0,
     MAGI2NORM_BF16 = 1,
-    MAGI2NORM_F16 = 2
+    MAGI2NORM_F16 = 2,
+    /* Makes every int32 a valid value of the type, so that a caller's out-of-range value is
+     * refused with MAGI2NORM_ERROR_DTYPE instead of being undefined behaviour in C++. */
+    MAGI2NORM_DTYPE_RANGE_ = 0x7fffffff
 } magi2norm_dtype;
 
 typedef enum magi2norm_memory {
     MAGI2NORM_MEMORY_HOST = 0,
-    MAGI2NORM_MEMORY_DEVICE = 1 /* a CUDA device pointer (CUdeviceptr), for the cuda backend */
+    MAGI2NORM_MEMORY_DEVICE = 1, /* a CUDA device pointer (CUdeviceptr), for the cuda backend */
+    MAGI2NORM_MEMORY_RANGE_ = 0x7fffffff /* as MAGI2NORM_DTYPE_RANGE_ */
 } magi2norm_memory;
 
 /* A strided tensor: `strides` in elements (NULL: contiguous row-major), `rank` entries each. An
@@ -73,7 +77,8 @@ typedef struct magi2norm_tensor {
 typedef enum magi2norm_grouping_kind {
     MAGI2NORM_GROUPING_NONE = 0,  /* num_modality == 1 only */
     MAGI2NORM_GROUPING_SIZES = 1, /* tokens ordered by modality, `count` group sizes */
-    MAGI2NORM_GROUPING_IDS = 2    /* one modality id per token, `count` tokens, any order */
+    MAGI2NORM_GROUPING_IDS = 2,   /* one modality id per token, `count` tokens, any order */
+    MAGI2NORM_GROUPING_RANGE_ = 0x7fffffff /* as MAGI2NORM_DTYPE_RANGE_ */
 } magi2norm_grouping_kind;
 
 typedef struct magi2norm_grouping {
@@ -88,7 +93,8 @@ typedef enum magi2norm_backend {
     MAGI2NORM_BACKEND_DEFAULT = -1,
     MAGI2NORM_BACKEND_CPU = 0,
     MAGI2NORM_BACKEND_OPENCL = 1,
-    MAGI2NORM_BACKEND_CUDA = 2
+    MAGI2NORM_BACKEND_CUDA = 2,
+    MAGI2NORM_BACKEND_RANGE_ = 0x7fffffff /* as MAGI2NORM_DTYPE_RANGE_ */
 } magi2norm_backend;
 
 /* Where a call runs; CUDA: `context` a CUcontext (NULL: the thread's current one) and `stream` a
