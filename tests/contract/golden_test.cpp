@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -27,10 +28,17 @@ namespace {
 namespace fs = std::filesystem;
 namespace st = magi2norm::safetensors;
 
+// MAGI2NORM_GOLDEN_DIR from the environment (a test binary carried to another machine), else the
+// folder the build was configured with.
+std::string golden_dir() {
+    const char *dir = std::getenv("MAGI2NORM_GOLDEN_DIR");
+    return dir ? dir : MAGI2NORM_GOLDEN_DIR;
+}
+
 std::vector<std::string> golden_files() {
     std::vector<std::string> files;
-    if (!fs::is_directory(MAGI2NORM_GOLDEN_DIR)) return files;
-    for (const fs::directory_entry &entry : fs::directory_iterator(MAGI2NORM_GOLDEN_DIR)) {
+    if (!fs::is_directory(golden_dir())) return files;
+    for (const fs::directory_entry &entry : fs::directory_iterator(golden_dir())) {
         if (entry.path().extension() == ".safetensors") files.push_back(entry.path().string());
     }
     std::sort(files.begin(), files.end());
@@ -93,7 +101,7 @@ struct GoldenCase {
 };
 
 TEST(Golden, DirectoryHasCases) {
-    EXPECT_FALSE(golden_files().empty()) << "no .safetensors files in " << MAGI2NORM_GOLDEN_DIR;
+    EXPECT_FALSE(golden_files().empty()) << "no .safetensors files in " << golden_dir();
 }
 
 class Golden : public testing::TestWithParam<std::string> {};

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""PyTorch peers of scripts/gpu_check.sh: the model's formula in eager mode and under
+torch.compile, on the same MAGI-2 norms and token counts as magi2norm_gpu_bench. One JSON line
+per case on stdout: name, tokens, eager_ms, compile_ms (best of --iters, CUDA events)."""
+import argparse
+import json
+
+import torch
+
+CASES = [  # name, row shape, input dtype, output dtype (SPEC.md, M = 1)
+    ("pre_norm", (3072,), torch.bfloat16, torch.bfloat16),
+    ("qk_norm", (24, 128), torch.bfloat16, torch.float32),
+    ("mhc_norm_f32", (12288,), torch.bfloat16, torch.float32),
+    ("mhc_norm_bf16", (12288,), torch.bfloat16, torch.bfloat16),
+    ("final_norm", (12288,), torch.float32, torch.float32),
+]
+
+
+def formula(x, weight, eps: float, out_dtype: torch.dtype):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * (weight + 1).float()).to(out_dtype)
+
+
+def best_ms(fn, iters):
+    fn()  # warm-up (and compilation)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(iters):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        best = min(best, start.elapsed_time(stop))
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", default="16384,65536")
+    parser.add_argument("--iters", type=int, default=20)
+    args = parser.parse_args()
+    compiled = torch.compile(formula, dynamic=True)
+    for name, row, in_dtype, out_dtype in CASES:
+        weight = torch.zeros(row[-1], dtype=torch.bfloat16 if in_dtype == torch.bfloat16 else torch.float32,
+                             device="cuda")
+        for tokens in (int(t) for t in args.tokens.split(",")):
+            x = (torch.rand((tokens, *row), device="cuda") * 4 - 2).to(in_dtype)
+            eager = best_ms(lambda: formula(x, weight, 1e-6, out_dtype), args.iters)
+            comp = best_ms(lambda: compiled(x, weight, 1e-6, out_dtype), args.iters)
+            print(json.dumps({"name": name, "tokens": tokens, "eager_ms": eager, "compile_ms": comp}), flush=True)
+            del x
+
+
+if __name__ == "__main__":
+    main()
