@@ -26,32 +26,32 @@ using CopyFn = void (*)(std::byte *dst, const std::byte *src, std::size_t bytes)
 void copy_memcpy(std::byte *dst, const std::byte *src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 
 // SSE2 is the x86-64 baseline, so these loops build with the project's flags as they are; at
-// DRAM sizes the vector width does not change the bandwidth. One cache line per iteration.
-// `bytes` is a multiple of 64 and both pointers are 64-byte aligned (see measure()).
-void copy_ordinary(std::byte *dst, const std::byte *src, std::size_t bytes) {
+// DRAM sizes the vector width does not change the bandwidth. One cache line per iteration,
+// written with `Store`: an ordinary store (through the cache, reading each line first) or a
+// streaming one. `bytes` is a multiple of 64 and both pointers are 64-byte aligned (measure()).
+template <void (*Store)(__m128i *, __m128i)>
+void copy_lines(std::byte *dst, const std::byte *src, std::size_t bytes) {
     auto *d = reinterpret_cast<__m128i *>(dst);
     const auto *s = reinterpret_cast<const __m128i *>(src);
     for (std::size_t i = 0; i < bytes / 16; i += 4) {
         const __m128i a = _mm_load_si128(s + i), b = _mm_load_si128(s + i + 1);
         const __m128i c = _mm_load_si128(s + i + 2), e = _mm_load_si128(s + i + 3);
-        _mm_store_si128(d + i, a);
-        _mm_store_si128(d + i + 1, b);
-        _mm_store_si128(d + i + 2, c);
-        _mm_store_si128(d + i + 3, e);
+        Store(d + i, a);
+        Store(d + i + 1, b);
+        Store(d + i + 2, c);
+        Store(d + i + 3, e);
     }
 }
 
+void store_ordinary(__m128i *p, __m128i v) { _mm_store_si128(p, v); }
+void store_streaming(__m128i *p, __m128i v) { _mm_stream_si128(p, v); }
+
+void copy_ordinary(std::byte *dst, const std::byte *src, std::size_t bytes) {
+    copy_lines<store_ordinary>(dst, src, bytes);
+}
+
 void copy_streaming(std::byte *dst, const std::byte *src, std::size_t bytes) {
-    auto *d = reinterpret_cast<__m128i *>(dst);
-    const auto *s = reinterpret_cast<const __m128i *>(src);
-    for (std::size_t i = 0; i < bytes / 16; i += 4) {
-        const __m128i a = _mm_load_si128(s + i), b = _mm_load_si128(s + i + 1);
-        const __m128i c = _mm_load_si128(s + i + 2), e = _mm_load_si128(s + i + 3);
-        _mm_stream_si128(d + i, a);
-        _mm_stream_si128(d + i + 1, b);
-        _mm_stream_si128(d + i + 2, c);
-        _mm_stream_si128(d + i + 3, e);
-    }
+    copy_lines<store_streaming>(dst, src, bytes);
     _mm_sfence();  // streaming stores are weakly ordered: drain them before the copy counts as done
 }
 

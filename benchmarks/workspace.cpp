@@ -7,26 +7,18 @@
 
 #include "ceilings.hpp"
 #include "float_codec.hpp"
+#include "splitmix64.hpp"
 
 namespace magi2norm::bench {
 
 namespace {
 
-// splitmix64: fast, and reproducible across runs.
-class Random {
+// Draws from splitmix64 (tools/splitmix64.hpp), in the shapes the benchmark's data needs.
+class Random : public tools::SplitMix64 {
 public:
-    explicit Random(std::uint64_t seed) : state_(seed) {}
-    std::uint64_t next() {
-        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
+    using SplitMix64::SplitMix64;
     // Uniform in [0, 1).
     float unit() { return static_cast<float>(next() >> 40) * 0x1p-24f; }
-
-private:
-    std::uint64_t state_;
 };
 
 // Magnitudes in [1/16, 4) with either sign: no zeros, no denormals, a realistic spread.

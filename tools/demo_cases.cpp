@@ -3,31 +3,23 @@
 #include <cstring>
 
 #include "bf16.hpp"
+#include "splitmix64.hpp"
 
 namespace magi2norm::cli {
 namespace {
 
 constexpr std::int64_t kHidden = 3072, kHeads = 24, kHeadDim = 128, kStreams = 4;
 
-// splitmix64: fast and good enough for test data; the demo generates hundreds of millions.
-class Random {
+// Draws from splitmix64 (tools/splitmix64.hpp), in the shapes the demo's data needs.
+class Random : public tools::SplitMix64 {
 public:
-    explicit Random(std::uint64_t seed) : state_(seed) {}
-    std::uint64_t next() {
-        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
+    using SplitMix64::SplitMix64;
     // Uniform in (-range, range) and never zero: with k < 2^23, (2k + 1) / 2^23 - 1 is an odd
     // multiple of 2^-23 (exact in FP32).
     float nonzero(float range) {
         const auto k = static_cast<float>(next() >> 41);
         return ((2.0f * k + 1.0f) / 8388608.0f - 1.0f) * range;
     }
-
-private:
-    std::uint64_t state_;
 };
 
 // `count` random values of `dtype` in (-range, range); BF16 rounding keeps them nonzero.
