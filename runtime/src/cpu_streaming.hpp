@@ -15,7 +15,7 @@
 namespace magi2norm::detail {
 
 // Whether `call` takes the streaming path: CPU backend, host memory, rows dense in the output,
-// at least two tokens, and an output of at least streaming_min_bytes().
+// at least two tokens, and an output that streaming_policy() admits.
 bool streams_output(const KernelCall &call);
 
 // Runs `fn` slice by slice on Halide's thread pool; returns the first nonzero Halide status.
