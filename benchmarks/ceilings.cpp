@@ -19,7 +19,10 @@ namespace {
 
 // Far beyond any last-level cache, so every run streams from and to DRAM.
 constexpr std::size_t kCeilingBytes = std::size_t{512} << 20;
+constexpr std::size_t kNearbyCeilingBytes = std::size_t{128} << 20;
 constexpr int kRuns = 3;
+
+enum class Summary { best, mean };
 
 using CopyFn = void (*)(std::byte *dst, const std::byte *src, std::size_t bytes);
 
@@ -55,9 +58,9 @@ void copy_streaming(std::byte *dst, const std::byte *src, std::size_t bytes) {
     _mm_sfence();  // streaming stores are weakly ordered: drain them before the copy counts as done
 }
 
-// Best bandwidth (bytes read + written per second) of `copy` over `threads` threads, each
-// copying a cache-line aligned slice. One unmeasured run first warms the TLB and the code.
-double measure(CopyFn copy, std::byte *dst, const std::byte *src, std::size_t bytes, int threads) {
+// Best or mean bandwidth (bytes read + written per second) of `copy` over `threads` threads,
+// each copying a cache-line aligned slice. One unmeasured run first warms the TLB and the code.
+double measure(CopyFn copy, std::byte *dst, const std::byte *src, std::size_t bytes, int threads, Summary summary) {
     const std::size_t lines = bytes / 64;
     auto run = [&] {
         std::vector<std::thread> workers;
@@ -68,25 +71,26 @@ double measure(CopyFn copy, std::byte *dst, const std::byte *src, std::size_t by
         for (std::thread &w : workers) w.join();
     };
     run();
-    double best = 0;
+    double best = 0, total_seconds = 0;
     for (int r = 0; r < kRuns; ++r) {
         const auto start = std::chrono::steady_clock::now();
         run();
         const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
         best = std::max(best, 2.0 * static_cast<double>(bytes) / seconds.count());
+        total_seconds += seconds.count();
     }
-    return best;
+    return summary == Summary::best ? best : 2.0 * static_cast<double>(bytes) * kRuns / total_seconds;
 }
 
-Ceilings measure_ceilings() {
+Ceilings measure_ceilings(std::size_t bytes, Summary summary) {
     Ceilings c;
     c.threads = std::max(1, magi2norm::num_threads());
-    c.bytes = kCeilingBytes;
-    AlignedBuffer src(kCeilingBytes), dst(kCeilingBytes);
-    std::memset(src.data(), 0x5a, kCeilingBytes);
-    c.memcpy_bps = measure(copy_memcpy, dst.data(), src.data(), kCeilingBytes, c.threads);
-    c.copy_bps = measure(copy_ordinary, dst.data(), src.data(), kCeilingBytes, c.threads);
-    c.stream_bps = measure(copy_streaming, dst.data(), src.data(), kCeilingBytes, c.threads);
+    c.bytes = bytes;
+    AlignedBuffer src(bytes), dst(bytes);
+    std::memset(src.data(), 0x5a, bytes);
+    c.memcpy_bps = measure(copy_memcpy, dst.data(), src.data(), bytes, c.threads, summary);
+    c.copy_bps = measure(copy_ordinary, dst.data(), src.data(), bytes, c.threads, summary);
+    c.stream_bps = measure(copy_streaming, dst.data(), src.data(), bytes, c.threads, summary);
     return c;
 }
 
@@ -101,9 +105,11 @@ std::size_t parse_cache_size(const std::string &text) {
 }  // namespace
 
 const Ceilings &ceilings() {
-    static const Ceilings measured = measure_ceilings();
+    static const Ceilings measured = measure_ceilings(kCeilingBytes, Summary::best);
     return measured;
 }
+
+Ceilings ceilings_now() { return measure_ceilings(kNearbyCeilingBytes, Summary::mean); }
 
 std::size_t last_level_cache_bytes() {
     std::size_t largest = 0;

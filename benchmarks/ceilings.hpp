@@ -19,8 +19,15 @@ struct Ceilings {
 };
 
 // Measured on first use (about a second and 1 GiB of memory, freed after), with
-// magi2norm::num_threads() threads; the same numbers for the rest of the process.
+// magi2norm::num_threads() threads, best of 3 runs each; the same numbers for the rest of the
+// process. The report's header quotes these.
 const Ceilings &ceilings();
+
+// Measured now, with 128 MiB copies (well past the last-level cache), the mean of 3 runs each,
+// as a benchmark's time is a mean: about 0.1 s. A case's fractions use the ceilings measured
+// right after it, so that load from other processes on a shared machine, which changes
+// within a run, changes both sides of the ratio alike.
+Ceilings ceilings_now();
 
 // Size of the largest CPU cache in bytes (sysfs; 32 MiB when it cannot be read).
 std::size_t last_level_cache_bytes();

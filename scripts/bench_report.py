@@ -73,8 +73,11 @@ def markdown(context, cases, errors, implementations):
     peers = [i for i in implementations if i != OURS]
     lines = ["# magi2norm benchmark", ""]
     ceilings = ", ".join(f"{label} {float(context[k]):.1f} GB/s" for label, k, _ in CEILINGS if k in context)
-    lines.append(f"- Ceilings ({context.get('ceiling_threads', '?')} threads, "
-                 f"{int(context.get('ceiling_bytes', 0)) >> 20} MiB copies): {ceilings}")
+    lines.append(f"- Ceilings at start ({context.get('ceiling_threads', '?')} threads, "
+                 f"{int(context.get('ceiling_bytes', 0)) >> 20} MiB copies, best of 3): {ceilings}. "
+                 "The `of ...` columns of cases that stream from memory divide by the same ceilings "
+                 "measured right after the case (128 MiB copies, mean of 3; the `copy GB/s` column), "
+                 "so that changing load on this shared machine moves both sides of each ratio.")
     lines.append(f"- Library threads: {context.get('magi2norm_threads', '?')}; last-level cache "
                  f"{int(context.get('last_level_cache_bytes', 0)) >> 20} MiB; CPUs {context.get('num_cpus', '?')}; "
                  f"load average at start {', '.join(f'{x:.1f}' for x in context.get('load_avg', []))}")
@@ -84,7 +87,7 @@ def markdown(context, cases, errors, implementations):
                  "copies count bytes read + written. Peer cells: GB/s (ours / peer). "
                  "`*`: buffers stay in cache (T small), so the ceilings do not bound them.")
     lines.append("")
-    header = ["case", "ours GB/s", "of memcpy", "of copy", "of stream"] + peers
+    header = ["case", "ours GB/s", "copy GB/s", "of memcpy", "of copy", "of stream"] + peers
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     for key, by_impl in cases.items():
@@ -92,9 +95,11 @@ def markdown(context, cases, errors, implementations):
         label = case_label(key) + (" *" if ours and ours.get("cache_resident") else "")
         row = [label]
         if ours:
-            row += [f"{gbps(ours):.2f}"] + [f"{ours[f'frac_{c}']:.2f}" for c, _, _ in CEILINGS]
+            copy_now = ours.get("copy_ceiling_bps")
+            row += [f"{gbps(ours):.2f}", f"{copy_now / 1e9:.2f}" if copy_now else "-"]
+            row += [f"{ours[f'frac_{c}']:.2f}" for c, _, _ in CEILINGS]
         else:
-            row += ["-"] * 4
+            row += ["-"] * 5
         for peer in peers:
             entry = by_impl.get(peer)
             if entry is None:
