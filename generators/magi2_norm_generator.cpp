@@ -58,6 +58,7 @@ public:
     GeneratorParam<int> cpu_task_bytes{"cpu_task_bytes", 64 * 1024};
     // GPU schedule knobs (schedules/gpu_schedule.h).
     GeneratorParam<int> gpu_threads{"gpu_threads", 0};
+    GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
     GeneratorParam<int> gpu_vector_width{"gpu_vector_width", 0};
 
     void configure() {
@@ -122,7 +123,7 @@ public:
         set_estimates();
         if (using_autoscheduler()) return;
         if (get_target().has_gpu_feature()) {
-            schedules::schedule_gpu(s, {gpu_threads, gpu_vector_width}, get_target());
+            schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width}, get_target());
         } else {
             schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes}, get_target());
         }

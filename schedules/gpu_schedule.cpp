@@ -6,43 +6,62 @@ using namespace Halide;
 
 void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &) {
     const int threads = params.threads > 0 ? params.threads : 256;
+    const int rows = params.rows_per_block > 0 ? params.rows_per_block : 8;
     // Halide emits PTX vector loads only where it can prove 16-byte alignment, which arbitrary
     // strides do not give; scalar loads with consecutive threads on consecutive elements
     // (vec = 1) coalesce fully, so that is the default until aligned fast paths exist.
     const int vec = params.vector_width > 0 ? params.vector_width : 1;
 
-    // One block per row (h, a, t as the grid), threads across the row. On the fast path
-    // (unit strides, D a multiple of vec) each thread touches `vec` consecutive elements per
-    // step, so loads and stores are wide and a warp reads contiguous memory; the guard for the
-    // row's end is per vector, so no lane-wise predication is needed (OpenCL C has none).
-    Var d_out("d_out"), d_chunk("d_chunk"), d_thread("d_thread"), d_vec("d_vec");
-    s.output.reorder(s.d, s.h, s.a, s.t).gpu_blocks(s.h, s.a, s.t);
+    // Short rows (the Q/K norm's 128, up to `threads / rows` threads' worth of elements per
+    // thread step... see below) share a block: `rows` rows of `threads / rows` threads each, so
+    // D = 128 keeps every thread of a 256-thread block busy instead of half of one. Longer rows
+    // get a block each, all `threads` across the row. Both shapes are the same loop nest with
+    // run-time split factors, so the reductions below are placed once for both.
+    const int short_row_threads = std::max(1, threads / rows);
+    Expr tokens = s.output.output_buffer().dim(3).extent();
+    Expr short_row = s.dim <= short_row_threads * vec * 4 && tokens >= rows;
+    Expr row_threads = select(short_row, short_row_threads, threads);
+    Expr rows_per_block = select(short_row, rows, 1);
+
+    // Blocks over (h, a, token blocks); threads over (d, token in block). On the fast path (unit
+    // strides, D a multiple of vec) each thread touches `vec` consecutive elements per step, so
+    // loads and stores are wide and a warp reads contiguous memory; the guard for the row's end
+    // is per vector, so no lane-wise predication is needed (OpenCL C has none).
+    Var t_block("t_block"), t_row("t_row"), d_out("d_out"), d_chunk("d_chunk"), d_thread("d_thread"), d_vec("d_vec");
     Expr wide = s.dim % vec == 0 && s.x_inner_stride == 1 && s.out_inner_stride == 1;
+    // The last token block shifts back to end at the last token (recomputing a few rows, with
+    // the same values) rather than running short: every block then has exactly
+    // `rows_per_block` rows, which is what sizes the block's threads and shared memory. With
+    // fewer tokens than that, rows take the long-row layout.
+    s.output.split(s.t, t_block, t_row, rows_per_block, TailStrategy::ShiftInwards);
     s.output.specialize(wide)
         .split(s.d, d_chunk, d_vec, vec, TailStrategy::RoundUp)
-        .split(d_chunk, d_out, d_thread, threads, TailStrategy::GuardWithIf)
-        .reorder(d_vec, d_thread, d_out)
-        .gpu_threads(d_thread)
+        .split(d_chunk, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
+        .reorder(d_vec, d_thread, d_out, t_row, s.h, s.a, t_block)
+        .gpu_blocks(s.h, s.a, t_block)
+        .gpu_threads(d_thread, t_row)
         .vectorize(d_vec);
-    s.output.split(s.d, d_out, d_thread, threads, TailStrategy::GuardWithIf)
-        .reorder(d_thread, d_out)
-        .gpu_threads(d_thread);
+    s.output.split(s.d, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
+        .reorder(d_thread, d_out, t_row, s.h, s.a, t_block)
+        .gpu_blocks(s.h, s.a, t_block)
+        .gpu_threads(d_thread, t_row);
 
+    // Per-row values of a block live in shared memory.
     s.modality.compute_at(s.output, s.h);
     s.inv_rms.compute_at(s.output, s.h);
     s.sum_squares.compute_at(s.output, s.h);
 
-    // Each thread accumulates its share of the row (on the fast path the same elements it later
-    // writes, so the second read hits L1) in one register; the block's partial sums then meet in
-    // shared memory and are added in thread order by one thread.
+    // Each thread accumulates its share of its row (on the fast path the same elements it later
+    // writes, so the second read hits L1) in one register; a row's partial sums then meet in
+    // shared memory and one thread per row adds them in thread order.
     RVar ro("ro"), ri("ri"), r_thread("r_thread"), r_vec("r_vec");
     Var lane("lane");
     s.sum_squares.update()
-        .split(s.r.x, ro, ri, threads * vec, TailStrategy::GuardWithIf)
+        .split(s.r.x, ro, ri, row_threads * vec, TailStrategy::GuardWithIf)
         .split(ri, r_thread, r_vec, vec);
     Func lanes = s.sum_squares.update().rfactor(r_thread, lane);
-    lanes.compute_at(s.output, s.h).gpu_threads(lane);
-    lanes.update().reorder(r_vec, ro, lane).gpu_threads(lane);
+    lanes.compute_at(s.output, s.h).reorder(lane, s.t).gpu_threads(lane, s.t);
+    lanes.update().reorder(r_vec, ro, lane, s.t).gpu_threads(lane, s.t);
 }
 
 }  // namespace magi2norm::schedules

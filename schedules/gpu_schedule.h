@@ -1,5 +1,5 @@
-// The GPU schedule of the norm (CUDA, OpenCL): one row per thread block, threads across the
-// normalized axis, the sum of squares reduced inside the block. Its knobs are generator
+// The GPU schedule of the norm (CUDA, OpenCL): long rows get a thread block each, short rows
+// share one; threads across the normalized axis, the sum of squares reduced inside the block. Its knobs are generator
 // parameters (see generators/magi2_norm_generator.cpp) so an autotuner can search them.
 #pragma once
 
@@ -8,8 +8,10 @@
 namespace magi2norm::schedules {
 
 struct GpuScheduleParams {
-    // Threads per block along the normalized axis; 0 = 256.
+    // Threads per block; 0 = 256.
     int threads = 0;
+    // Rows per block when rows are short (threads / rows threads per row); 0 = 8.
+    int rows_per_block = 0;
     // Consecutive elements per thread per step (wide loads); 0 = 1.
     int vector_width = 0;
 };
