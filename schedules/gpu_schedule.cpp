@@ -12,11 +12,11 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     // (vec = 1) coalesce fully, so that is the default until aligned fast paths exist.
     const int vec = params.vector_width > 0 ? params.vector_width : 1;
 
-    // Short rows (the Q/K norm's 128, up to `threads / rows` threads' worth of elements per
-    // thread step... see below) share a block: `rows` rows of `threads / rows` threads each, so
-    // D = 128 keeps every thread of a 256-thread block busy instead of half of one. Longer rows
-    // get a block each, all `threads` across the row. Both shapes are the same loop nest with
-    // run-time split factors, so the reductions below are placed once for both.
+    // Short rows (up to 4 steps of `threads / rows` threads: D <= 128 by default, the Q/K
+    // norm's width) share a block: `rows` rows of `threads / rows` threads each, one warp per
+    // row, so D = 128 keeps every thread of a 256-thread block busy instead of half of one.
+    // Longer rows get a block each, all `threads` across the row. Both shapes are one loop nest
+    // with run-time split factors, so the reductions below are placed once for both.
     const int short_row_threads = std::max(1, threads / rows);
     Expr tokens = s.output.output_buffer().dim(3).extent();
     Expr short_row = s.dim <= short_row_threads * vec * 4 && tokens >= rows;
