@@ -52,16 +52,23 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     s.sum_squares.compute_at(s.output, s.h);
 
     // Each thread accumulates its share of its row (on the fast path the same elements it later
-    // writes, so the second read hits L1) in one register; a row's partial sums then meet in
-    // shared memory and one thread per row adds them in thread order.
-    RVar ro("ro"), ri("ri"), r_thread("r_thread"), r_vec("r_vec");
-    Var lane("lane");
+    // writes, so the second read hits L1) in one register. A row's partial sums then meet in
+    // shared memory in two steps: groups of `kGroup` threads add theirs in parallel, then one
+    // thread adds the group sums, so the serial chain is threads / kGroup + kGroup adds (32
+    // for 256 threads) instead of `threads`.
+    constexpr int kGroup = 16;
+    RVar ro("ro"), ri("ri"), r_thread("r_thread"), r_vec("r_vec"), r_group("r_group"), r_member("r_member");
+    Var lane("lane"), group("group");
     s.sum_squares.update()
         .split(s.r.x, ro, ri, row_threads * vec, TailStrategy::GuardWithIf)
         .split(ri, r_thread, r_vec, vec);
     Func lanes = s.sum_squares.update().rfactor(r_thread, lane);
     lanes.compute_at(s.output, s.h).reorder(lane, s.t).gpu_threads(lane, s.t);
     lanes.update().reorder(r_vec, ro, lane, s.t).gpu_threads(lane, s.t);
+    s.sum_squares.update().split(r_thread, r_group, r_member, kGroup, TailStrategy::GuardWithIf);
+    Func groups = s.sum_squares.update().rfactor(r_group, group);
+    groups.compute_at(s.output, s.h).reorder(group, s.t).gpu_threads(group, s.t);
+    groups.update().reorder(r_member, group, s.t).gpu_threads(group, s.t);
 }
 
 }  // namespace magi2norm::schedules
