@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     // magi2norm::num_threads() reads 0 until the Halide runtime has run a pipeline.
     warm_thread_pool();
 
-    std::vector<Implementation> implementations = {ours(), scalar_peer()};
+    std::vector<Implementation> implementations = {ours(), memcpy_reference(), scalar_peer()};
     for (Implementation &peer : halide_autoscheduler_peers()) implementations.push_back(std::move(peer));
     std::string torch_note;
     for (Implementation &peer : torch_peers(torch_note)) implementations.push_back(std::move(peer));

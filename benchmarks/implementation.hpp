@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,10 +27,16 @@ struct Implementation {
     int threads = 1;   // threads it computes with (a counter, next to the ceilings' threads)
     std::function<bool(const Case &)> supports;
     std::function<std::unique_ptr<Runner>(Workspace &)> prepare;
+    bool computes_norm = true;  // false for a yardstick (memcpy): its output is not checked
 };
+
+// Token counts up to which a call counts as tiny (issue 3: T = 1 and T = 16).
+constexpr std::int64_t kTinyTokens = 16;
 
 // magi2norm::RMSNorm::forward, the library as a host calls it.
 Implementation ours();
+// memcpy of the input bytes, for tiny cases only: the yardstick of the tiny-call target.
+Implementation memcpy_reference();
 // The formula as a hand-written scalar loop.
 Implementation scalar_peer();
 // The project's Halide algorithm with each of Halide's autoschedulers instead of its schedule.

@@ -18,7 +18,11 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     Var task("task"), t_in("t_in");
     Expr token_bytes = max(1, s.dim * s.in_bytes * s.output.output_buffer().dim(1).extent() *
                                   s.output.output_buffer().dim(2).extent());
-    Expr tokens_per_task = max(1, params.task_bytes / token_bytes);
+    // As many tasks as `task_bytes` asks for, with the tokens spread evenly over them: 16
+    // pre-norm tokens (96 KiB) make two tasks of 8, not one of 10 and one of 6.
+    Expr tokens = s.output.output_buffer().dim(3).extent();
+    Expr tasks = max(1, (tokens * token_bytes + params.task_bytes - 1) / params.task_bytes);
+    Expr tokens_per_task = max(1, (tokens + tasks - 1) / tasks);
     s.output.split(s.t, task, t_in, tokens_per_task, TailStrategy::GuardWithIf).parallel(task);
 
     // Per-token and per-row scalars live in registers: the modality is a few compares per

@@ -16,6 +16,10 @@ import sys
 from collections import OrderedDict
 
 OURS = "ours"
+YARDSTICK = "memcpy"  # not a peer: memcpy of the input, for the tiny-call target
+TINY_TOKENS = 16      # benchmarks/implementation.hpp kTinyTokens
+LARGE_TOKENS = 4096   # the bandwidth targets apply from here, to the model's norms
+MODEL_NORMS = ("pre_norm", "qk_norm", "mhc_norm", "final_norm")  # benchmarks/cases.cpp
 GROUPING_STYLES = {"M1": "-", "M3_sizes": "--", "M3_ids": ":"}
 CEILINGS = [("memcpy", "ceiling_memcpy_GBps", "-."), ("copy", "ceiling_copy_GBps", "--"),
             ("stream", "ceiling_stream_GBps", ":")]
@@ -64,13 +68,63 @@ def gbps(entry):
     return entry["bytes_per_second"] / 1e9
 
 
+def micros(entry):
+    scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[entry.get("time_unit", "ns")]
+    return entry["real_time"] * scale
+
+
+def tiny_budget_us(memcpy_entry):
+    """Issue 3's tiny-call budget: 2x a memcpy of the same bytes plus 5 microseconds."""
+    return 2 * micros(memcpy_entry) + 5.0
+
+
 def case_label(key):
     norm, dtypes, grouping, tokens = key
     return f"{norm} {dtypes.replace('_', '->')} {grouping} T={tokens}"
 
 
+def targets(cases, peers):
+    """Issue 3's targets, each as: met in how many cases, and the worst case."""
+    large = [(k, v[OURS]) for k, v in cases.items()
+             if OURS in v and k[0] in MODEL_NORMS and k[3] >= LARGE_TOKENS and not v[OURS].get("cache_resident")]
+    tiny = [(k, v[OURS], v[YARDSTICK]) for k, v in cases.items()
+            if OURS in v and YARDSTICK in v and k[3] <= TINY_TOKENS]
+    rows = []
+    for label, column, bound in [("of copy >= 0.90", "frac_copy", 0.90), ("of memcpy >= 0.85", "frac_memcpy", 0.85)]:
+        if large:
+            worst = min(large, key=lambda kv: kv[1][column])
+            met = sum(1 for _, e in large if e[column] >= bound)
+            rows.append((f"model norms, T >= {LARGE_TOKENS}: {label}", f"{met} of {len(large)}",
+                         f"{case_label(worst[0])}: {worst[1][column]:.2f}"))
+    if tiny:
+        ratios = [(k, micros(o) / tiny_budget_us(m)) for k, o, m in tiny]
+        worst = max(ratios, key=lambda kr: kr[1])
+        met = sum(1 for _, r in ratios if r <= 1)
+        rows.append((f"T <= {TINY_TOKENS}: time <= 2 x memcpy + 5 us", f"{met} of {len(ratios)}",
+                     f"{case_label(worst[0])}: {worst[1]:.2f} of the budget"))
+    pairs = [(k, p, gbps(v[OURS]) / gbps(v[p])) for k, v in cases.items() if OURS in v for p in peers if p in v]
+    if pairs:
+        worst = min(pairs, key=lambda kpr: kpr[2])
+        met = sum(1 for _, _, r in pairs if r > 1)
+        rows.append(("faster than the peer (case x peer)", f"{met} of {len(pairs)}",
+                     f"{case_label(worst[0])} vs {worst[1]}: {worst[2]:.2f}x"))
+    lines = ["## Targets (issue 3)", "", "| target | met | worst case |", "|---|---:|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    if tiny:
+        lines += ["", "Tiny calls: budget = 2 x memcpy of the input bytes + 5 us.", "",
+                  "| case | ours us | memcpy us | budget us | of budget |", "|---|---:|---:|---:|---:|"]
+        for k, o, m in tiny:
+            lines.append(f"| {case_label(k)} | {micros(o):.2f} | {micros(m):.2f} | {tiny_budget_us(m):.2f} | "
+                         f"{micros(o) / tiny_budget_us(m):.2f} |")
+    losses = [(k, p, r) for k, p, r in pairs if r <= 1]
+    if losses:
+        lines += ["", "Cases where a peer is as fast or faster: " +
+                  "; ".join(f"{case_label(k)} vs {p} ({r:.2f}x)" for k, p, r in losses)]
+    return lines
+
+
 def markdown(context, cases, errors, implementations):
-    peers = [i for i in implementations if i != OURS]
+    peers = [i for i in implementations if i not in (OURS, YARDSTICK)]
     lines = ["# magi2norm benchmark", ""]
     ceilings = ", ".join(f"{label} {float(context[k]):.1f} GB/s" for label, k, _ in CEILINGS if k in context)
     lines.append(f"- Ceilings at start ({context.get('ceiling_threads', '?')} threads, "
@@ -87,6 +141,8 @@ def markdown(context, cases, errors, implementations):
                  "copies count bytes read + written. Peer cells: GB/s (ours / peer). "
                  "`*`: buffers stay in cache (T small), so the ceilings do not bound them.")
     lines.append("")
+    lines += targets(cases, peers)
+    lines += ["", "## All cases", ""]
     header = ["case", "ours GB/s", "copy GB/s", "of memcpy", "of copy", "of stream"] + peers
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
@@ -129,6 +185,8 @@ def plot(context, cases, implementations, path):
     for key, by_impl in cases.items():
         norm, dtypes, grouping, tokens = key
         for impl, entry in by_impl.items():
+            if impl not in implementations:
+                continue
             panels.setdefault((norm, dtypes), {}).setdefault((impl, grouping), []).append((tokens, gbps(entry)))
     colors = {impl: plt.get_cmap("tab10")(i % 10) for i, impl in enumerate(implementations)}
 
@@ -175,6 +233,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
 
     context, cases, errors, implementations = load(args.results)
+    plotted = [i for i in implementations if i != YARDSTICK]
     if not cases and not errors:
         sys.exit(f"{args.results}: no magi2norm_bench results in it")
     md_path = os.path.join(out_dir, "report.md")
@@ -186,7 +245,7 @@ def main():
     except ImportError:
         sys.exit("matplotlib is missing, no plot (scripts/bench.sh installs it into .venv)")
     png_path = os.path.join(out_dir, "report.png")
-    plot(context, cases, implementations, png_path)
+    plot(context, cases, plotted, png_path)
     print(f"wrote {png_path}")
 
 
