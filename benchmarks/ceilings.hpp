@@ -25,8 +25,8 @@ const Ceilings &ceilings();
 
 // Measured now, with 128 MiB copies (well past the last-level cache), the mean of 3 runs each,
 // as a benchmark's time is a mean: about 0.1 s. A case's fractions use the ceilings measured
-// right after it, so that load from other processes on a shared machine, which changes
-// within a run, changes both sides of the ratio alike.
+// around it (benchmarks/harness.cpp), so that load from other tenants of a shared machine,
+// which changes within a run, changes both sides of the ratio alike.
 Ceilings ceilings_now();
 
 // Size of the largest CPU cache in bytes (sysfs; 32 MiB when it cannot be read).

@@ -8,13 +8,26 @@ namespace magi2norm::bench {
 
 namespace {
 
+// Ceilings for the case's fractions. Cases of ours that stream from memory get ceilings measured
+// just before and just after their timed loop, averaged; the rest (cache-resident cases, which
+// the ceilings do not bound, and peers, whose fractions the report does not use) the process's.
+bool measures_nearby_ceilings(const Workspace &ws, const Implementation &impl) {
+    return impl.nearby_ceilings && !ws.cache_resident();
+}
+
+Ceilings average(const Ceilings &a, const Ceilings &b) {
+    Ceilings c = a;
+    c.memcpy_bps = (a.memcpy_bps + b.memcpy_bps) / 2;
+    c.copy_bps = (a.copy_bps + b.copy_bps) / 2;
+    c.stream_bps = (a.stream_bps + b.stream_bps) / 2;
+    return c;
+}
+
 // Counters of one benchmark. Rates (kIsRate) are divided by the measured real time, so
-// frac_* = achieved bytes per second / ceiling. Cases that stream from memory are compared with
-// ceilings measured right after them; cache-resident ones (which the ceilings do not bound) with
-// the process's.
-void set_counters(benchmark::State &state, const Case &c, const Workspace &ws, const Implementation &impl) {
+// frac_* = achieved bytes per second / ceiling.
+void set_counters(benchmark::State &state, const Case &c, const Workspace &ws, const Implementation &impl,
+                  const Ceilings &ceiling) {
     using benchmark::Counter;
-    const Ceilings ceiling = ws.cache_resident() ? ceilings() : ceilings_now();
     const double bytes = c.bytes_moved() * static_cast<double>(state.iterations());
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));  // reported as bytes_per_second
     state.counters["bytes"] = c.bytes_moved();
@@ -41,13 +54,15 @@ void run_benchmark(benchmark::State &state, const Case &c, const Implementation 
             state.SkipWithError(mismatch.c_str());
             return;
         }
+        const bool nearby = measures_nearby_ceilings(ws, impl);
+        const Ceilings before = nearby ? ceilings_now() : ceilings();
         // Timed calls start on the pair the warm-up call did not just touch.
         std::size_t pair = 1 % ws.pairs();
         for (auto _ : state) {
             benchmark::DoNotOptimize(runner->run(pair));
             pair = pair + 1 == ws.pairs() ? 0 : pair + 1;
         }
-        set_counters(state, c, ws, impl);
+        set_counters(state, c, ws, impl, nearby ? average(before, ceilings_now()) : ceilings());
     } catch (const std::exception &e) {
         state.SkipWithError(e.what());
     }

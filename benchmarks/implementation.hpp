@@ -27,7 +27,8 @@ struct Implementation {
     int threads = 1;   // threads it computes with (a counter, next to the ceilings' threads)
     std::function<bool(const Case &)> supports;
     std::function<std::unique_ptr<Runner>(Workspace &)> prepare;
-    bool computes_norm = true;  // false for a yardstick (memcpy): its output is not checked
+    bool computes_norm = true;     // false for a yardstick (memcpy): its output is not checked
+    bool nearby_ceilings = false;  // its memory-bound cases get ceilings measured around them
 };
 
 // Token counts up to which a call counts as tiny (issue 3: T = 1 and T = 16).

@@ -48,8 +48,10 @@ private:
 }  // namespace
 
 Implementation ours() {
-    return {"ours", num_threads(), [](const Case &) { return true; },
-            [](Workspace &ws) { return std::make_unique<OursRunner>(ws); }};
+    Implementation impl{"ours", num_threads(), [](const Case &) { return true; },
+                        [](Workspace &ws) { return std::make_unique<OursRunner>(ws); }};
+    impl.nearby_ceilings = true;
+    return impl;
 }
 
 }  // namespace magi2norm::bench

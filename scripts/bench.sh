@@ -2,7 +2,8 @@
 # Builds the benchmark suite, runs it and writes its report.
 #   scripts/bench.sh [--with-torch] [--filter REGEX] [--min-time SECONDS] [-- BENCHMARK FLAGS...]
 #     --with-torch  also install PyTorch into .venv (pip; the PyPI wheel is several GB with its
-#                   CUDA libraries) so that the PyTorch peers are built and run
+#                   CUDA libraries) so that the PyTorch peers are built and run; or set
+#                   MAGI2NORM_TORCH_DIR to a torch package folder installed elsewhere
 #     --filter      run only the benchmarks whose names match (Google Benchmark regex), e.g.
 #                   'pre_norm/.*/T4096/'
 #     --min-time    seconds per benchmark (default 0.2; a call that takes longer runs once)
@@ -42,8 +43,10 @@ fi
 # The suite measures the CPU backend: the GPU and cross-compiled ARM variants and the tests
 # would only lengthen the build. CMake finds libtorch in .venv by itself.
 export BUILD_DIR=${BUILD_DIR:-build-bench}
+torch_dir=()
+if [ -n "${MAGI2NORM_TORCH_DIR:-}" ]; then torch_dir=(-DMAGI2NORM_TORCH_DIR="$MAGI2NORM_TORCH_DIR"); fi
 bash scripts/build.sh -DMAGI2NORM_BUILD_BENCHMARKS=ON -DMAGI2NORM_BUILD_TESTS=OFF \
-  -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_CUDA=OFF -DMAGI2NORM_ARM64=OFF
+  -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_CUDA=OFF -DMAGI2NORM_ARM64=OFF "${torch_dir[@]}"
 
 out="$BUILD_DIR/results/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"

@@ -111,7 +111,8 @@ def targets(cases, peers):
     lines = ["## Targets (issue 3)", "", "| target | met | worst case |", "|---|---:|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     if tiny:
-        lines += ["", "Tiny calls: budget = 2 x memcpy of the input bytes + 5 us.", "",
+        lines += ["", "Tiny calls: budget = 2 x the time of a memcpy moving the norm's bytes (half read, "
+                  "half written) + 5 us.", "",
                   "| case | ours us | memcpy us | budget us | of budget |", "|---|---:|---:|---:|---:|"]
         for k, o, m in tiny:
             lines.append(f"| {case_label(k)} | {micros(o):.2f} | {micros(m):.2f} | {tiny_budget_us(m):.2f} | "
@@ -130,7 +131,8 @@ def markdown(context, cases, errors, implementations):
     lines.append(f"- Ceilings at start ({context.get('ceiling_threads', '?')} threads, "
                  f"{int(context.get('ceiling_bytes', 0)) >> 20} MiB copies, best of 3): {ceilings}. "
                  "The `of ...` columns of cases that stream from memory divide by the same ceilings "
-                 "measured right after the case (128 MiB copies, mean of 3; the `copy GB/s` column), "
+                 "measured just before and just after the case, averaged (128 MiB copies, mean of 3 "
+                 "each; the `copy GB/s` column), "
                  "so that changing load on this shared machine moves both sides of each ratio.")
     lines.append(f"- Library threads: {context.get('magi2norm_threads', '?')}; last-level cache "
                  f"{int(context.get('last_level_cache_bytes', 0)) >> 20} MiB; CPUs {context.get('num_cpus', '?')}; "

@@ -48,7 +48,12 @@ int main(int argc, char **argv) {
         return fail(2, "unknown command '" + args[0] + "'");
     } catch (const magi2norm::cli::UsageError &e) {
         return fail(2, e.what());
-    } catch (const std::exception &e) {  // magi2norm::Error, and allocation failures
+    } catch (const magi2norm::Error &e) {
+        // what() reads "magi2norm: <code>: <message>"; the tool's own prefix stands in for the
+        // library's, so the line reads "magi2-norm: error: <code>: <message>".
+        const std::string message = e.what(), library = "magi2norm: ";
+        return fail(1, message.rfind(library, 0) == 0 ? message.substr(library.size()) : message);
+    } catch (const std::exception &e) {  // file errors, allocation failures
         return fail(1, e.what());
     }
 }

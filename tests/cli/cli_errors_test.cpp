@@ -23,6 +23,7 @@ protected:
         const cli_test::ProcessResult run = cli_test::run_cli(args, dir_);
         EXPECT_TRUE(run.exited && run.status == status) << cli_test::describe(run);
         EXPECT_EQ(run.err.rfind("magi2-norm: error: ", 0), 0u) << run.err;
+        EXPECT_EQ(run.err.find("error: magi2norm: "), std::string::npos) << "doubled prefix: " << run.err;
         EXPECT_NE(run.err.find(problem), std::string::npos) << "expected '" << problem << "' in: " << run.err;
         EXPECT_FALSE(std::filesystem::exists(out_)) << "OUT written by a failed run";
     }
