@@ -13,16 +13,24 @@ namespace {
 
 class MemcpyRunner : public Runner {
 public:
+    // Source and destination share one allocation, the destination half a page off the
+    // source's alignment: equal addresses modulo 4 KiB (two fresh page-aligned allocations)
+    // make loads wait on unrelated stores (4K aliasing), and a 393 KB copy took 157 us.
     explicit MemcpyRunner(const Workspace &ws)
-        : src_(static_cast<std::size_t>(ws.spec().bytes_moved() / 2), std::byte{0x5a}), dst_(src_.size()) {}
+        : bytes_(static_cast<std::size_t>(ws.spec().bytes_moved() / 2)),
+          buffer_(2 * bytes_ + kPage + kPage / 2, std::byte{0x5a}),
+          dst_offset_((bytes_ + kPage - 1) / kPage * kPage + kPage / 2) {}
 
     const void *run(std::size_t) override {
-        std::memcpy(dst_.data(), src_.data(), src_.size());
-        return dst_.data();
+        std::memcpy(buffer_.data() + dst_offset_, buffer_.data(), bytes_);
+        return buffer_.data() + dst_offset_;
     }
 
 private:
-    std::vector<std::byte> src_, dst_;
+    static constexpr std::size_t kPage = 4096;
+    std::size_t bytes_;
+    std::vector<std::byte> buffer_;
+    std::size_t dst_offset_;
 };
 
 }  // namespace
