@@ -36,7 +36,7 @@ constexpr std::int64_t kTinyTokens = 16;
 
 // magi2norm::RMSNorm::forward, the library as a host calls it.
 Implementation ours();
-// memcpy of the input bytes, for tiny cases only: the yardstick of the tiny-call target.
+// A memcpy moving as many bytes as the norm, for tiny cases only: the tiny-call yardstick.
 Implementation memcpy_reference();
 // The formula as a hand-written scalar loop.
 Implementation scalar_peer();

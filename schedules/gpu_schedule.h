@@ -1,6 +1,7 @@
 // The GPU schedule of the norm (CUDA, OpenCL): long rows get a thread block each, short rows
-// share one; threads across the normalized axis, the sum of squares reduced inside the block. Its knobs are generator
-// parameters (see generators/magi2_norm_generator.cpp) so an autotuner can search them.
+// share one; threads across the normalized axis, the sum of squares reduced inside the block.
+// Its knobs are generator parameters (see generators/magi2_norm_generator.cpp) so an autotuner
+// can search them.
 #pragma once
 
 #include "norm_stages.h"

@@ -1,5 +1,4 @@
 #include "cpu_streaming.hpp"
-#include "threads.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +8,8 @@
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
+
+#include "threads.hpp"
 
 namespace magi2norm {
 
@@ -65,6 +66,10 @@ struct StreamJob {
 
 std::int64_t token_elements(const KernelLayout &l) { return l.extent[0] * l.extent[1] * l.extent[2]; }
 
+std::int64_t out_token_bytes(const KernelCall &c) {
+    return token_elements(c.layout) * static_cast<std::int64_t>(dtype_size(c.out_dtype));
+}
+
 int run_slice(void *, int slice, std::uint8_t *closure) {
     const auto &job = *reinterpret_cast<const StreamJob *>(closure);
     const KernelCall &c = *job.call;
@@ -77,7 +82,7 @@ int run_slice(void *, int slice, std::uint8_t *closure) {
     // The slice's tokens keep their absolute index (buffer min t0), so group starts and ids
     // apply unchanged; the output goes to a dense scratch of the slice's shape.
     thread_local std::vector<std::uint8_t> scratch;
-    scratch.resize(static_cast<std::size_t>(tokens * token_elements(l) * out_elem));
+    scratch.resize(static_cast<std::size_t>(tokens * out_token_bytes(c)));
     KernelArgs k(c);
     k.x.set_dim(3, t0, tokens, l.x_stride[3]);
     k.x.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(c.x)) + t0 * l.x_stride[3] * in_elem;
@@ -129,16 +134,14 @@ bool streams_output(const KernelCall &c) {
     if (c.backend != Backend::cpu || c.memory != Memory::host) return false;
     const StreamingPolicy policy = streaming_policy();
     const KernelLayout &l = c.layout;
-    const auto element_bytes = static_cast<std::int64_t>(dtype_size(c.out_dtype));
-    const std::int64_t out_bytes = token_elements(l) * l.extent[3] * element_bytes;
     return policy.min_output_bytes > 0 && l.out_stride[0] == 1 && l.extent[3] > 1 &&
-           out_bytes >= policy.min_output_bytes && element_bytes >= policy.min_element_bytes &&
+           out_token_bytes(c) * l.extent[3] >= policy.min_output_bytes &&
+           static_cast<std::int64_t>(dtype_size(c.out_dtype)) >= policy.min_element_bytes &&
            l.extent[0] >= policy.min_row_elements;
 }
 
 int run_streamed(KernelFn fn, const KernelCall &c) {
-    const std::int64_t out_token_bytes = token_elements(c.layout) * static_cast<std::int64_t>(dtype_size(c.out_dtype));
-    StreamJob job{fn, &c, std::max<std::int64_t>(1, kSliceOutputBytes / std::max<std::int64_t>(1, out_token_bytes))};
+    StreamJob job{fn, &c, std::max<std::int64_t>(1, kSliceOutputBytes / std::max<std::int64_t>(1, out_token_bytes(c)))};
     const std::int64_t slices = (c.layout.extent[3] + job.tokens_per_slice - 1) / job.tokens_per_slice;
     CallContext context;
     return halide_do_par_for(&context, run_slice, 0, static_cast<int>(slices), reinterpret_cast<std::uint8_t *>(&job));
