@@ -55,10 +55,11 @@ void permute_rows(ConstTensorView in, TensorView out, const std::vector<std::int
     check_permutable(src, dst, static_cast<std::int64_t>(source_of.size()));
     const auto elem = static_cast<std::int64_t>(dtype_size(in.dtype));
     detail::CheckedView row = src;
-    row.shape.erase(row.shape.begin());
-    row.strides.erase(row.strides.begin());
+    row.shape.drop_front();
+    row.strides.drop_front();
     row.count = src.count / std::max<std::int64_t>(1, src.shape[0]);
-    const std::vector<std::int64_t> dst_row_strides(dst.strides.begin() + 1, dst.strides.end());
+    detail::Dims dst_row_strides = dst.strides;
+    dst_row_strides.drop_front();
     for (std::size_t i = 0; i < source_of.size(); ++i) {
         row.data = static_cast<const char *>(src.data) + source_of[i] * src.strides[0] * elem;
         detail::copy_elements(row, static_cast<char *>(out.data) + static_cast<std::int64_t>(i) * dst.strides[0] * elem,

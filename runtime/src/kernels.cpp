@@ -54,7 +54,9 @@ public:
     Staging(const Staging &) = delete;
     Staging &operator=(const Staging &) = delete;
     ~Staging() {
-        // Device copies of host views are freed; wrapped device memory is only detached.
+        // Device copies of host views are freed; wrapped device memory is only detached; CPU
+        // buffers have neither.
+        if (interface_ == nullptr) return;
         for (std::size_t i = 0; i < count_; ++i) {
             if (wrapped_) {
                 detach(buffers_[i]);

@@ -17,7 +17,7 @@ int kernel_axis(std::size_t rank, std::size_t i, bool patterned) {
     return maps[rank - 1][i];
 }
 
-void check_rank_and_dim(const NormConfig &config, const std::vector<std::int64_t> &shape) {
+void check_rank_and_dim(const NormConfig &config, const Dims &shape) {
     if (shape.empty() || shape.size() > 4) {
         throw Error(ErrorCode::shape, "input must have rank 1 to 4, got shape " + shape_string(shape));
     }
@@ -29,12 +29,12 @@ void check_rank_and_dim(const NormConfig &config, const std::vector<std::int64_t
 
 }  // namespace
 
-std::vector<std::int64_t> output_shape(const NormConfig &config, const std::vector<std::int64_t> &input_shape) {
+Dims output_shape(const NormConfig &config, const Dims &input_shape) {
     check_rank_and_dim(config, input_shape);
-    std::vector<std::int64_t> shape = input_shape;
+    Dims shape = input_shape;
     if (config.num_patterns == 1) return shape;
     // A [P, D] scale: NumPy broadcasting of the trailing two axes.
-    if (shape.size() == 1) shape.insert(shape.begin(), 1);
+    if (shape.size() == 1) shape.push_front(1);
     std::int64_t &patterns = shape[shape.size() - 2];
     if (patterns != 1 && patterns != config.num_patterns) {
         throw Error(ErrorCode::shape, "input shape " + shape_string(input_shape) + " does not broadcast with the [" +
@@ -47,7 +47,7 @@ std::vector<std::int64_t> output_shape(const NormConfig &config, const std::vect
 }
 
 KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const CheckedView &out) {
-    const std::vector<std::int64_t> expected = output_shape(config, x.shape);
+    const Dims expected = output_shape(config, x.shape);
     if (out.shape != expected) {
         throw Error(ErrorCode::shape, "output shape is " + shape_string(out.shape) + " but input " +
                                           shape_string(x.shape) + " gives " + shape_string(expected));

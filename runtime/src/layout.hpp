@@ -25,7 +25,7 @@ struct KernelLayout {
 };
 
 // SPEC.md's output shape for an input shape; throws Error(shape) when it does not broadcast.
-std::vector<std::int64_t> output_shape(const NormConfig &config, const std::vector<std::int64_t> &input_shape);
+Dims output_shape(const NormConfig &config, const Dims &input_shape);
 
 // Maps checked input and output views onto the kernel axes; throws Error(shape) when the output
 // shape is not output_shape(x.shape), Error(overflow) when an extent or stride exceeds int32.

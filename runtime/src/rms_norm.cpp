@@ -46,28 +46,30 @@ float scale_of(DType weight_dtype, const unsigned char *element) {
     return detail::f16_to_f32(detail::f32_to_f16(detail::f16_to_f32(bits) + 1.0f));
 }
 
-// The validated cumulative group sizes (M + 1 entries, 0 first, T last) of a grouping by sizes.
-std::vector<std::int64_t> cumulative_sizes(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
+// Checks a grouping by sizes (M sizes, each >= 0, summing to the token count) and hands each
+// modality's tokens to `group(m, first, size)`, m = 0 .. M-1, in order.
+template <typename Group>
+void walk_group_sizes(const NormConfig &config, const Grouping &grouping, std::int64_t tokens, Group &&group) {
     const auto &sizes = grouping.group_sizes();
     if (static_cast<std::int64_t>(sizes.size()) != config.num_modality) {
         throw Error(ErrorCode::grouping, "got " + std::to_string(sizes.size()) + " group sizes for num_modality " +
                                              std::to_string(config.num_modality));
     }
-    std::vector<std::int64_t> cu(1, 0);
+    std::int64_t first = 0;
     for (std::size_t m = 0; m < sizes.size(); ++m) {
         if (sizes[m] < 0) {
             throw Error(ErrorCode::grouping, "group size " + std::to_string(m) + " is negative (" + std::to_string(sizes[m]) + ")");
         }
-        if (sizes[m] > tokens - cu.back()) {
+        if (sizes[m] > tokens - first) {
             throw Error(ErrorCode::grouping, "group sizes sum past the token count " + std::to_string(tokens));
         }
-        cu.push_back(cu.back() + sizes[m]);
+        group(m, first, sizes[m]);
+        first += sizes[m];
     }
-    if (cu.back() != tokens) {
-        throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(cu.back()) + " but the input has " +
+    if (first != tokens) {
+        throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(first) + " but the input has " +
                                              std::to_string(tokens) + " tokens");
     }
-    return cu;
 }
 
 bool has_negative_stride(const detail::CheckedView &v) {
@@ -128,7 +130,7 @@ void RMSNorm::set_weight(ConstTensorView weight) {
     }
     const std::size_t elem = dtype_size(w.dtype);
     std::vector<unsigned char> packed(static_cast<std::size_t>(w.count) * elem);
-    detail::copy_elements(w, packed.data(), contiguous_strides(w.shape));
+    detail::copy_elements(w, packed.data(), detail::contiguous_dims(w.shape));
     std::vector<float> scale(static_cast<std::size_t>(w.count));
     for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = scale_of(w.dtype, packed.data() + i * elem);
     scale_ = std::move(scale);
@@ -136,7 +138,7 @@ void RMSNorm::set_weight(ConstTensorView weight) {
 }
 
 std::vector<std::int64_t> RMSNorm::output_shape(const std::vector<std::int64_t> &input_shape) const {
-    return detail::output_shape(config_, input_shape);
+    return detail::output_shape(config_, detail::Dims(input_shape, "input")).to_vector();
 }
 
 DType RMSNorm::output_dtype(DType input, std::optional<DType> out_dtype) const {
@@ -190,19 +192,20 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     call.group_starts.fill(std::numeric_limits<std::int32_t>::max());
     std::vector<std::int32_t> ids_from_sizes;
     if (grouping.kind() == Grouping::Kind::sizes) {
-        const std::vector<std::int64_t> cu = cumulative_sizes(config_, grouping, tokens);
-        if (config_.num_modality <= detail::kMaxGroups) {
-            for (std::size_t m = 1; m + 1 < cu.size(); ++m) call.group_starts[m - 1] = static_cast<std::int32_t>(cu[m]);
-        } else if (call.memory == Memory::host) {
-            ids_from_sizes.resize(static_cast<std::size_t>(tokens));
-            for (std::size_t m = 0; m + 1 < cu.size(); ++m) {
-                std::fill(ids_from_sizes.begin() + cu[m], ids_from_sizes.begin() + cu[m + 1], static_cast<std::int32_t>(m));
-            }
-        } else {
+        const bool as_starts = config_.num_modality <= detail::kMaxGroups;
+        if (!as_starts && call.memory == Memory::device) {
             throw Error(ErrorCode::grouping, "with device memory, grouping by sizes supports up to " +
                                                  std::to_string(detail::kMaxGroups) + " modalities (num_modality is " +
                                                  std::to_string(config_.num_modality) + "); pass per-token ids");
         }
+        if (!as_starts) ids_from_sizes.resize(static_cast<std::size_t>(tokens));
+        walk_group_sizes(config_, grouping, tokens, [&](std::size_t m, std::int64_t first, std::int64_t size) {
+            if (!as_starts) {
+                std::fill_n(ids_from_sizes.begin() + first, size, static_cast<std::int32_t>(m));
+            } else if (m > 0) {
+                call.group_starts[m - 1] = static_cast<std::int32_t>(first);
+            }
+        });
     }
     if (ov.count == 0) return;
 
@@ -211,10 +214,10 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     if (call.backend != Backend::cpu && call.memory == Memory::host && (has_negative_stride(xv) || has_negative_stride(ov))) {
         std::vector<unsigned char> x_copy(static_cast<std::size_t>(xv.count) * dtype_size(xv.dtype));
         std::vector<unsigned char> out_copy(static_cast<std::size_t>(ov.count) * dtype_size(ov.dtype));
-        detail::copy_elements(xv, x_copy.data(), contiguous_strides(xv.shape));
-        forward(ConstTensorView(x_copy.data(), xv.dtype, xv.shape), grouping, TensorView(out_copy.data(), ov.dtype, ov.shape),
-                want, stream);
-        const auto result = detail::check_view(out_copy.data(), ov.dtype, ov.shape, {}, "output");
+        detail::copy_elements(xv, x_copy.data(), detail::contiguous_dims(xv.shape));
+        forward(ConstTensorView(x_copy.data(), xv.dtype, xv.shape.to_vector()), grouping,
+                TensorView(out_copy.data(), ov.dtype, ov.shape.to_vector()), want, stream);
+        const auto result = detail::check_view(out_copy.data(), ov.dtype, ov.shape.to_vector(), {}, "output");
         detail::copy_elements(result, out.data, ov.strides);
         return;
     }

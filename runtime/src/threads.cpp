@@ -42,20 +42,22 @@ void run_task(void *task_context, int index) {
 
 thread_local bool inline_loops = false;  // set by detail::InlineParallelLoops
 
-// Halide's parallel loops all come here; without a host loop they go on to Halide's own pool.
+// Halide's parallel loops all come here: to the host's loop when there is one, else loops of
+// more than one task to Halide's own pool; the rest run on the calling thread.
 int forward_par_for(void *user_context, halide_task_t task, int min, int size, std::uint8_t *closure) {
-    if (inline_loops) {
-        for (int i = min; i < min + size; ++i) {
-            const int result = halide_do_task(user_context, task, i, closure);
-            if (result != 0) return result;
-        }
-        return 0;
+    const HostLoop loop = inline_loops ? HostLoop{} : current_host_loop();
+    if (loop.parallel_for != nullptr) {
+        ParForCall call{user_context, task, min, closure};
+        loop.parallel_for(loop.context, size, run_task, &call);
+        return call.result.load();
     }
-    const HostLoop loop = current_host_loop();
-    if (loop.parallel_for == nullptr) return halide_default_do_par_for(user_context, task, min, size, closure);
-    ParForCall call{user_context, task, min, closure};
-    loop.parallel_for(loop.context, size, run_task, &call);
-    return call.result.load();
+    // One task (a tiny call) runs here too: Halide's pool would only add a lock and a wake-up.
+    if (!inline_loops && size > 1) return halide_default_do_par_for(user_context, task, min, size, closure);
+    for (int i = min; i < min + size; ++i) {
+        const int result = halide_do_task(user_context, task, i, closure);
+        if (result != 0) return result;
+    }
+    return 0;
 }
 
 // Installed during static initialisation, before any norm can run, and never swapped out again:

@@ -1,15 +1,16 @@
 #include "views.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
 namespace magi2norm::detail {
 
-std::string shape_string(const std::vector<std::int64_t> &shape) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
+Dims contiguous_dims(const Dims &shape) {
+    Dims strides(shape.size(), 0);
+    row_major_strides(shape, strides);
+    return strides;
 }
 
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
@@ -18,6 +19,8 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
         throw Error(ErrorCode::dtype, std::string(what) + " has an unknown dtype (" +
                                           std::to_string(static_cast<int>(dtype)) + ")");
     }
+    CheckedView v;
+    v.shape = Dims(shape, what);
     if (!strides.empty() && strides.size() != shape.size()) {
         throw Error(ErrorCode::stride, std::string(what) + " has " + std::to_string(strides.size()) +
                                            " strides for a shape of rank " + std::to_string(shape.size()));
@@ -25,12 +28,10 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
     for (std::int64_t extent : shape) {
         if (extent < 0) throw Error(ErrorCode::shape, std::string(what) + " shape " + shape_string(shape) + " has a negative extent");
     }
-    CheckedView v;
     v.data = data;
     v.dtype = dtype;
-    v.shape = shape;
-    v.count = element_count(shape);
-    v.strides = strides.empty() ? contiguous_strides(shape) : strides;
+    v.count = count_elements(v.shape);
+    v.strides = strides.empty() ? contiguous_dims(v.shape) : Dims(strides, what);
     if (v.count == 0) return v;
     if (data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
 
@@ -61,15 +62,17 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
 void check_no_self_alias(const CheckedView &view, const char *what) {
     if (view.count <= 1) return;
     // Sorted by |stride|, each axis must step past everything the inner axes cover.
-    std::vector<std::size_t> axes;
+    std::array<std::size_t, kMaxRank> axes{};
+    std::size_t n = 0;
     for (std::size_t i = 0; i < view.shape.size(); ++i) {
-        if (view.shape[i] > 1) axes.push_back(i);
+        if (view.shape[i] > 1) axes[n++] = i;
     }
-    std::sort(axes.begin(), axes.end(), [&](std::size_t a, std::size_t b) {
+    std::sort(axes.begin(), axes.begin() + n, [&](std::size_t a, std::size_t b) {
         return std::llabs(view.strides[a]) < std::llabs(view.strides[b]);
     });
     std::int64_t covered = 1;  // elements spanned by the inner axes, in units of one element
-    for (std::size_t axis : axes) {
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t axis = axes[k];
         const std::int64_t stride = std::llabs(view.strides[axis]);
         if (stride < covered) {
             throw Error(ErrorCode::stride, std::string(what) + " axis " + std::to_string(axis) + " (stride " +
@@ -88,20 +91,20 @@ void check_disjoint(const CheckedView &in, const CheckedView &out) {
     }
 }
 
-void copy_elements(const CheckedView &src, void *dst, const std::vector<std::int64_t> &dst_strides) {
+void copy_elements(const CheckedView &src, void *dst, const Dims &dst_strides) {
     if (src.count == 0) return;
     const auto elem = static_cast<std::int64_t>(dtype_size(src.dtype));
     // A rank-0 view is one element: treat it as shape [1].
     const bool scalar = src.shape.empty();
-    const std::vector<std::int64_t> shape = scalar ? std::vector<std::int64_t>{1} : src.shape;
-    const std::vector<std::int64_t> ss = scalar ? std::vector<std::int64_t>{1} : src.strides;
-    const std::vector<std::int64_t> ds = scalar ? std::vector<std::int64_t>{1} : dst_strides;
+    const Dims shape = scalar ? Dims(1, 1) : src.shape;
+    const Dims ss = scalar ? Dims(1, 1) : src.strides;
+    const Dims ds = scalar ? Dims(1, 1) : dst_strides;
     const std::size_t rank = shape.size();
     // Unit inner strides on both sides: the innermost axis is one memcpy per outer index.
     const bool inner_run = ss[rank - 1] == 1 && ds[rank - 1] == 1;
     const std::int64_t run = inner_run ? shape[rank - 1] : 1;
     const std::size_t outer_rank = inner_run ? rank - 1 : rank;
-    std::vector<std::int64_t> index(outer_rank, 0);
+    std::array<std::int64_t, kMaxRank> index{};
     const auto *s = static_cast<const char *>(src.data);
     auto *d = static_cast<char *>(dst);
     for (std::int64_t n = 0; n < src.count / run; ++n) {

@@ -5,27 +5,59 @@
 #include <string>
 #include <vector>
 
+#include "dims.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm::detail {
 
-// "[2, 3, 4]"
-std::string shape_string(const std::vector<std::int64_t> &shape);
+// "[2, 3, 4]", for a std::vector or a Dims.
+template <typename Shape>
+std::string shape_string(const Shape &shape) {
+    std::string s = "[";
+    for (auto it = shape.begin(); it != shape.end(); ++it) s += (it == shape.begin() ? "" : ", ") + std::to_string(*it);
+    return s + "]";
+}
+
+// Product of the extents (1 for rank 0); throws Error(shape) for a negative extent and
+// Error(overflow) past INT64_MAX.
+template <typename Shape>
+std::int64_t count_elements(const Shape &shape) {
+    std::int64_t count = 1;
+    for (std::int64_t extent : shape) {
+        if (extent < 0) throw Error(ErrorCode::shape, "negative extent " + std::to_string(extent));
+        if (__builtin_mul_overflow(count, extent, &count)) {
+            throw Error(ErrorCode::overflow, "shape has more elements than fit in int64");
+        }
+    }
+    return count;
+}
+
+// Row-major strides of `shape` into `strides` (same size); throws Error(overflow) past INT64_MAX.
+template <typename Shape, typename Strides>
+void row_major_strides(const Shape &shape, Strides &strides) {
+    std::int64_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        strides[i] = stride;
+        if (shape[i] > 0 && __builtin_mul_overflow(stride, shape[i], &stride)) {
+            throw Error(ErrorCode::overflow, "shape has more elements than fit in int64");
+        }
+    }
+}
 
 // A view whose geometry has been checked: strides resolved (row-major when none were given),
 // element count and the byte range [lo, hi) that its elements touch (empty for 0 elements).
 struct CheckedView {
     const void *data = nullptr;
     DType dtype = DType::f32;
-    std::vector<std::int64_t> shape;
-    std::vector<std::int64_t> strides;
+    Dims shape;
+    Dims strides;
     std::int64_t count = 0;
     std::uintptr_t lo = 0, hi = 0;
 };
 
-// Throws Error naming `what` ("input", "output", "weight", ...) for: an unknown dtype, strides
-// of the wrong length, a negative extent, null data for a non-empty view, an element count or a
-// byte offset that overflows.
+// Throws Error naming `what` ("input", "output", "weight", ...) for: an unknown dtype, a rank
+// above kMaxRank, strides of the wrong length, a negative extent, null data for a non-empty
+// view, an element count or a byte offset that overflows. Allocates nothing.
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
                        const std::vector<std::int64_t> &strides, const char *what);
 
@@ -37,6 +69,9 @@ void check_disjoint(const CheckedView &in, const CheckedView &out);
 
 // Copies every element of `src` into the element of `dst` at the same index (same shape and
 // element size; strides may differ).
-void copy_elements(const CheckedView &src, void *dst, const std::vector<std::int64_t> &dst_strides);
+void copy_elements(const CheckedView &src, void *dst, const Dims &dst_strides);
+
+// Row-major strides of a view's shape.
+Dims contiguous_dims(const Dims &shape);
 
 }  // namespace magi2norm::detail

@@ -75,6 +75,18 @@ TEST_F(Errors, WeightSizeIsNotMPD) {
     EXPECT_EQ(norm.scale(), std::vector<float>(6 * D, 1.0f)) << "a refused set_weight changed the scale";
 }
 
+TEST_F(Errors, ViewsOfRankAboveEight) {
+    // Views are checked without heap allocations, with room for 8 axes.
+    ref::Shape eight(8, 1), nine(9, 1);
+    eight.back() = D;
+    nine.back() = D;
+    const ref::HostTensor weight8(DType::f32, eight), weight9(DType::f32, nine);
+    EXPECT_NO_THROW(RMSNorm(config_of(), weight8.view()));
+    EXPECT_TRUE(throws_error([&] { RMSNorm(config_of(), weight9.view()); }, ErrorCode::shape, {"rank 9"}));
+    expect_refused(RMSNorm(config_of()), {x_.data(), DType::bf16, nine}, Grouping::none(), out_,
+                   {out_.data(), DType::bf16, nine}, ErrorCode::shape, {"rank 9"});
+}
+
 TEST_F(Errors, OutDtypeMismatch) {
     NormConfig config = config_of();
     config.out_dtype = DType::f32;
