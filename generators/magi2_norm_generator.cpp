@@ -60,6 +60,7 @@ public:
     GeneratorParam<int> gpu_threads{"gpu_threads", 0};
     GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
     GeneratorParam<int> gpu_vector_width{"gpu_vector_width", 0};
+    GeneratorParam<int> gpu_unroll{"gpu_unroll", 0};
 
     void configure() {
         x = add_input<Buffer<>>("x", storage_type(in_type), 4);
@@ -123,7 +124,7 @@ public:
         set_estimates();
         if (using_autoscheduler()) return;
         if (get_target().has_gpu_feature()) {
-            schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width}, get_target());
+            schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
         } else {
             schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes}, get_target());
         }

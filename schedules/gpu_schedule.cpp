@@ -11,6 +11,12 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     // strides do not give; scalar loads with consecutive threads on consecutive elements
     // (vec = 1) coalesce fully, so that is the default until aligned fast paths exist.
     const int vec = params.vector_width > 0 ? params.vector_width : 1;
+    // Steps of a thread's loops over its row unrolled together. A GPU thread issues in order, so
+    // a step whose arithmetic needs its own load waits out the memory latency before the next
+    // load issues: one load in flight per thread, a third or so of what an SM needs to cover the
+    // latency of HBM (Little's law: ~20-30 KB in flight per SM). Unrolled steps issue their loads
+    // together. Not yet measured on a GPU: scripts/gpu_check.sh compares it with gpu_unroll=1.
+    const int unroll = params.unroll > 0 ? params.unroll : 4;
 
     // Short rows (up to 4 steps of `threads / rows` threads: D <= 128 by default, the Q/K
     // norm's width) share a block: `rows` rows of `threads / rows` threads each, one warp per
@@ -28,6 +34,7 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     // loads and stores are wide and a warp reads contiguous memory; the guard for the row's end
     // is per vector, so no lane-wise predication is needed (OpenCL C has none).
     Var t_block("t_block"), t_row("t_row"), d_out("d_out"), d_chunk("d_chunk"), d_thread("d_thread"), d_vec("d_vec");
+    Var d_step("d_step"), d_unrolled("d_unrolled");
     Expr wide = s.dim % vec == 0 && s.x_inner_stride == 1 && s.out_inner_stride == 1;
     // The last token block shifts back to end at the last token (recomputing a few rows, with
     // the same values) rather than running short: every block then has exactly
@@ -40,11 +47,15 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
         .reorder(d_vec, d_thread, d_out, t_row, s.h, s.a, t_block)
         .gpu_blocks(s.h, s.a, t_block)
         .gpu_threads(d_thread, t_row)
-        .vectorize(d_vec);
+        .vectorize(d_vec)
+        .split(d_out, d_step, d_unrolled, unroll, TailStrategy::GuardWithIf)
+        .unroll(d_unrolled);
     s.output.split(s.d, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
         .reorder(d_thread, d_out, t_row, s.h, s.a, t_block)
         .gpu_blocks(s.h, s.a, t_block)
-        .gpu_threads(d_thread, t_row);
+        .gpu_threads(d_thread, t_row)
+        .split(d_out, d_step, d_unrolled, unroll, TailStrategy::GuardWithIf)
+        .unroll(d_unrolled);
 
     // Per-row values of a block live in shared memory.
     s.modality.compute_at(s.output, s.h);
@@ -58,13 +69,19 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     // for 256 threads) instead of `threads`.
     constexpr int kGroup = 16;
     RVar ro("ro"), ri("ri"), r_thread("r_thread"), r_vec("r_vec"), r_group("r_group"), r_member("r_member");
+    RVar r_step("r_step"), r_unrolled("r_unrolled");
     Var lane("lane"), group("group");
     s.sum_squares.update()
         .split(s.r.x, ro, ri, row_threads * vec, TailStrategy::GuardWithIf)
         .split(ri, r_thread, r_vec, vec);
     Func lanes = s.sum_squares.update().rfactor(r_thread, lane);
     lanes.compute_at(s.output, s.h).reorder(lane, s.t).gpu_threads(lane, s.t);
-    lanes.update().reorder(r_vec, ro, lane, s.t).gpu_threads(lane, s.t);
+    // Unrolled steps keep their order (ro ascending), so the sums do not change.
+    lanes.update()
+        .reorder(r_vec, ro, lane, s.t)
+        .gpu_threads(lane, s.t)
+        .split(ro, r_step, r_unrolled, unroll, TailStrategy::GuardWithIf)
+        .unroll(r_unrolled);
     s.sum_squares.update().split(r_thread, r_group, r_member, kGroup, TailStrategy::GuardWithIf);
     Func groups = s.sum_squares.update().rfactor(r_group, group);
     groups.compute_at(s.output, s.h).reorder(group, s.t).gpu_threads(group, s.t);

@@ -15,6 +15,9 @@ struct GpuScheduleParams {
     int rows_per_block = 0;
     // Consecutive elements per thread per step (wide loads); 0 = 1.
     int vector_width = 0;
+    // Steps of a thread's loops over its row unrolled together (loads in flight per thread);
+    // 0 = 4.
+    int unroll = 0;
 };
 
 void schedule_gpu(NormStages &stages, const GpuScheduleParams &params, const Halide::Target &target);

@@ -2,7 +2,8 @@
 # The GPU check of issue 4, in two steps, because the GPU machine has CUDA, CMake, ninja and
 # PyTorch but no Halide and no package registry:
 #   bash scripts/gpu_check.sh prepare   # here: CUDA variants, the contract tests and the CUDA
-#                                       # benchmark, statically linked, into gpu_bundle/
+#                                       # benchmark (also built with gpu_unroll=1), statically
+#                                       # linked, into gpu_bundle/
 #   bash scripts/gpu_check.sh run       # there (carry gpu_bundle/): the contract suite on CUDA,
 #                                       # then every MAGI-2 norm at T = 16384 and 65536 against
 #                                       # PyTorch eager and torch.compile, and a table
@@ -15,8 +16,14 @@ case "${1:-}" in
 prepare)
   BUILD_DIR=build-gpu bash scripts/build.sh -DMAGI2NORM_BUILD_GPU_BENCH=ON -DMAGI2NORM_BUILD_BENCHMARKS=OFF \
     -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_ARM64=OFF "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc"
+  # The same benchmark with the GPU schedule's loops not unrolled (gpu_unroll=1), the schedule's
+  # one choice not yet measured on a GPU (schedules/gpu_schedule.cpp).
+  BUILD_DIR=build-gpu-unroll1 bash scripts/build.sh -DMAGI2NORM_BUILD_GPU_BENCH=ON -DMAGI2NORM_BUILD_BENCHMARKS=OFF \
+    -DMAGI2NORM_BUILD_TESTS=OFF -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_ARM64=OFF -DMAGI2NORM_GPU_PARAMS=gpu_unroll=1 \
+    "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc"
   rm -rf "$bundle" && mkdir -p "$bundle"
   cp build-gpu/tests/contract/magi2norm_contract_tests build-gpu/benchmarks/gpu/magi2norm_gpu_bench "$bundle/"
+  cp build-gpu-unroll1/benchmarks/gpu/magi2norm_gpu_bench "$bundle/magi2norm_gpu_bench_unroll1"
   echo "gpu_check: $bundle/ ready; carry it to the GPU machine and run: bash scripts/gpu_check.sh run"
   ;;
 run)
@@ -27,18 +34,23 @@ run)
     timeout 300 "$bundle/magi2norm_contract_tests" --gtest_brief=1 --gtest_filter='-*Large*' | tail -n 15
   echo "== benchmark (device memory, caller's stream)"
   timeout 180 "$bundle/magi2norm_gpu_bench" --tokens 16384,65536 > "$bundle/ours.jsonl"
+  timeout 180 "$bundle/magi2norm_gpu_bench_unroll1" --tokens 16384,65536 > "$bundle/unroll1.jsonl"
   timeout 300 python3 scripts/gpu_torch_peer.py --tokens 16384,65536 > "$bundle/torch.jsonl"
-  python3 - "$bundle/ours.jsonl" "$bundle/torch.jsonl" <<'PY'
+  python3 - "$bundle/ours.jsonl" "$bundle/torch.jsonl" "$bundle/unroll1.jsonl" <<'PY'
 import json, sys
 ours = [json.loads(l) for l in open(sys.argv[1])]
 torch = {(r["name"], r["tokens"]): r for r in map(json.loads, open(sys.argv[2]))}
-print(f"| norm | T | in->out | ours ms | TB/s | of D2D copy | eager ms | compile ms | vs eager | vs compile | max rel err |")
-print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+unroll1 = {(r["name"], r["tokens"]): r for r in map(json.loads, open(sys.argv[3]))}
+print(f"| norm | T | in->out | ours ms | TB/s | of D2D copy | eager ms | compile ms | vs eager | vs compile | "
+      f"max rel err | unroll=1 ms | unroll=1 of D2D |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in ours:
     t = torch.get((r["name"], r["tokens"]), {})
+    u = unroll1.get((r["name"], r["tokens"]), {})
     e, c = t.get("eager_ms", float("nan")), t.get("compile_ms", float("nan"))
     print(f"| {r['name']} | {r['tokens']} | {r['in_dtype']}->{r['out_dtype']} | {r['ms']:.3f} | {r['tbps']:.2f} | "
-          f"{r['fraction_of_copy']:.2f} | {e:.3f} | {c:.3f} | {e / r['ms']:.2f}x | {c / r['ms']:.2f}x | {r['max_rel_err']:.1e} |")
+          f"{r['fraction_of_copy']:.2f} | {e:.3f} | {c:.3f} | {e / r['ms']:.2f}x | {c / r['ms']:.2f}x | {r['max_rel_err']:.1e} | "
+          f"{u.get('ms', float('nan')):.3f} | {u.get('fraction_of_copy', float('nan')):.2f} |")
 PY
   ;;
 *)
