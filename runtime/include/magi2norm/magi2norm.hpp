@@ -97,7 +97,8 @@ struct Stream {
 // Tensor views
 // ---------------------------------------------------------------------------------------------
 // A strided view of a tensor. `strides` are in elements, one per axis, and may be 0
-// (broadcast) or negative; leave them empty for a contiguous row-major tensor.
+// (broadcast) or negative; leave them empty for a contiguous row-major tensor. Views have at
+// most 8 axes (a norm's input and output 1 to 4).
 template <typename Pointer>
 struct BasicTensorView {
     Pointer data = nullptr;
