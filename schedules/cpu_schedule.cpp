@@ -19,9 +19,11 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     Expr token_bytes = max(1, s.dim * s.in_bytes * s.output.output_buffer().dim(1).extent() *
                                   s.output.output_buffer().dim(2).extent());
     // As many tasks as `task_bytes` asks for, with the tokens spread evenly over them: 16
-    // pre-norm tokens (96 KiB) make two tasks of 8, not one of 10 and one of 6.
+    // pre-norm tokens (96 KiB) make two tasks of 8, not one of 10 and one of 6. The bytes are
+    // counted in 64 bits: in 32, [90000, 12288] BF16 (2.2 GB) wrapped to one task on one thread.
     Expr tokens = s.output.output_buffer().dim(3).extent();
-    Expr tasks = max(1, (tokens * token_bytes + params.task_bytes - 1) / params.task_bytes);
+    Expr bytes = cast<int64_t>(tokens) * cast<int64_t>(token_bytes);
+    Expr tasks = cast<int>(clamp((bytes + params.task_bytes - 1) / params.task_bytes, cast<int64_t>(1), cast<int64_t>(max(tokens, 1))));
     Expr tokens_per_task = max(1, (tokens + tasks - 1) / tasks);
     s.output.split(s.t, task, t_in, tokens_per_task, TailStrategy::GuardWithIf).parallel(task);
 

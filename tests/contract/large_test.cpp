@@ -1,9 +1,11 @@
 // One input past 2^31 bytes (the model's mHC norm on a long clip: bf16 [90000, 12288], 2.2 GB),
 // normalized to f32 (4.4 GB, past 2^32 bytes) and to bf16, with three modalities by group sizes.
 // Sampled rows, in particular those whose byte offsets are beyond 2^31 and 2^32, are checked
-// against the reference with the three gates. Labelled `large`: it needs ~9 GB of memory.
+// against the reference with the three gates, and the call is still split into many parallel
+// tasks (a 32-bit byte count once made it one). Labelled `large`: it needs ~9 GB of memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +36,16 @@ void fill_input(ref::HostTensor &x) {
     }
 }
 
+// A host parallel loop that runs the tasks in order and records the largest loop.
+struct LoopCounts {
+    int largest = 0;
+};
+void counting_loop(void *context, int count, void (*task)(void *, int), void *task_context) {
+    auto *counts = static_cast<LoopCounts *>(context);
+    counts->largest = std::max(counts->largest, count);
+    for (int i = 0; i < count; ++i) task(task_context, i);
+}
+
 // A [1, D] view of row `row` of a contiguous [T, D] tensor.
 ref::ConstTensorView row_view(const ref::HostTensor &tensor, std::int64_t row) {
     return {tensor.data_at(row * D), tensor.dtype(), {1, D}};
@@ -55,7 +67,12 @@ TEST(Large, InputBeyondTwoGiB) {
     const std::vector<std::int32_t> modality = c.grouping.token_modality();
 
     ref::HostTensor y_f32 = run_library(c, DType::f32);
+    LoopCounts counts;
+    magi2norm::set_parallel_for(counting_loop, &counts);
     ref::HostTensor y_bf16 = run_library(c, DType::bf16);
+    magi2norm::set_parallel_for(nullptr);
+    // 2.2 GB of input in tasks of tens of KiB: tens of thousands of tasks.
+    EXPECT_GT(counts.largest, 1000);
 
     // Input rows past 2^31 bytes start at 87382; f32 output rows past 2^31 at 43691, past 2^32 at 87382.
     const std::vector<std::int64_t> rows = {0,     1,     29999, 30000, 43690, 43691, 65536,
