@@ -56,6 +56,7 @@ public:
     // CPU schedule knobs (schedules/cpu_schedule.h).
     GeneratorParam<int> cpu_vector_width{"cpu_vector_width", 0};
     GeneratorParam<int> cpu_task_bytes{"cpu_task_bytes", 64 * 1024};
+    GeneratorParam<int> cpu_split_bytes{"cpu_split_bytes", 32 * 1024};
     // GPU schedule knobs (schedules/gpu_schedule.h).
     GeneratorParam<int> gpu_threads{"gpu_threads", 0};
     GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
@@ -126,7 +127,7 @@ public:
         if (get_target().has_gpu_feature()) {
             schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
         } else {
-            schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes}, get_target());
+            schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes}, get_target());
         }
     }
 

@@ -12,6 +12,8 @@ struct CpuScheduleParams {
     int vector_width = 0;
     // Input bytes per parallel task; rows per task = max(1, task_bytes / row bytes).
     int task_bytes = 64 * 1024;
+    // Input bytes from which a call of more than one token is split in at least two tasks.
+    int split_bytes = 32 * 1024;
 };
 
 void schedule_cpu(NormStages &stages, const CpuScheduleParams &params, const Halide::Target &target);
