@@ -23,11 +23,11 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // counted in 64 bits: in 32, [90000, 12288] BF16 (2.2 GB) wrapped to one task on one thread.
     Expr tokens = s.output.output_buffer().dim(3).extent();
     Expr bytes = cast<int64_t>(tokens) * cast<int64_t>(token_bytes);
-    Expr tasks = cast<int>(clamp((bytes + params.task_bytes - 1) / params.task_bytes, cast<int64_t>(1), cast<int64_t>(max(tokens, 1))));
     // A call of one task's worth but at least `split_bytes` still gets two: [16, 1536] BF16
     // took 11.9-12.6 us as one task and 7.0-9.7 as two, f32 [16, 768] 5.3-5.9 and 3.2-4.9;
     // below ~32 KiB ([16, 768] BF16) the hand-off to the second thread eats the gain.
-    tasks = select(tasks == 1 && tokens > 1 && bytes >= params.split_bytes, 2, tasks);
+    Expr fewest_tasks = select(tokens > 1 && bytes >= params.split_bytes, cast<int64_t>(2), cast<int64_t>(1));
+    Expr tasks = cast<int>(clamp((bytes + params.task_bytes - 1) / params.task_bytes, fewest_tasks, cast<int64_t>(max(tokens, 1))));
     Expr tokens_per_task = max(1, (tokens + tasks - 1) / tasks);
     s.output.split(s.t, task, t_in, tokens_per_task, TailStrategy::GuardWithIf).parallel(task);
 

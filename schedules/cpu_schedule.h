@@ -10,7 +10,8 @@ namespace magi2norm::schedules {
 struct CpuScheduleParams {
     // Lanes per vector step of the row loops; 0 = the target's natural width for the output type.
     int vector_width = 0;
-    // Input bytes per parallel task; rows per task = max(1, task_bytes / row bytes).
+    // Input bytes per parallel task: a call makes ceil(its input bytes / task_bytes) tasks
+    // (at most one per token), its tokens spread evenly over them.
     int task_bytes = 64 * 1024;
     // Input bytes from which a call of more than one token is split in at least two tasks.
     int split_bytes = 32 * 1024;

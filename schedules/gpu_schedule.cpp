@@ -41,21 +41,20 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     // `rows_per_block` rows, which is what sizes the block's threads and shared memory. With
     // fewer tokens than that, rows take the long-row layout.
     s.output.split(s.t, t_block, t_row, rows_per_block, TailStrategy::ShiftInwards);
-    s.output.specialize(wide)
-        .split(s.d, d_chunk, d_vec, vec, TailStrategy::RoundUp)
-        .split(d_chunk, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
-        .reorder(d_vec, d_thread, d_out, t_row, s.h, s.a, t_block)
-        .gpu_blocks(s.h, s.a, t_block)
-        .gpu_threads(d_thread, t_row)
-        .vectorize(d_vec)
-        .split(d_out, d_step, d_unrolled, unroll, TailStrategy::GuardWithIf)
-        .unroll(d_unrolled);
-    s.output.split(s.d, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
-        .reorder(d_thread, d_out, t_row, s.h, s.a, t_block)
-        .gpu_blocks(s.h, s.a, t_block)
-        .gpu_threads(d_thread, t_row)
-        .split(d_out, d_step, d_unrolled, unroll, TailStrategy::GuardWithIf)
-        .unroll(d_unrolled);
+    // What both paths share once their d loops are split: the grid, the threads, the unrolled steps.
+    const auto over_blocks = [&](Stage stage) {
+        stage.gpu_blocks(s.h, s.a, t_block)
+            .gpu_threads(d_thread, t_row)
+            .split(d_out, d_step, d_unrolled, unroll, TailStrategy::GuardWithIf)
+            .unroll(d_unrolled);
+    };
+    over_blocks(s.output.specialize(wide)
+                    .split(s.d, d_chunk, d_vec, vec, TailStrategy::RoundUp)
+                    .split(d_chunk, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
+                    .reorder(d_vec, d_thread, d_out, t_row, s.h, s.a, t_block)
+                    .vectorize(d_vec));
+    over_blocks(s.output.split(s.d, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
+                    .reorder(d_thread, d_out, t_row, s.h, s.a, t_block));
 
     // Per-row values of a block live in shared memory.
     s.modality.compute_at(s.output, s.h);

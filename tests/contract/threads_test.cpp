@@ -23,8 +23,11 @@ struct ThreadCase {
 
 class Threads : public testing::Test {
 protected:
-    // Back to the default for the tests that follow in this process.
-    void TearDown() override { magi2norm::set_num_threads(0); }
+    // Back to the defaults for the tests that follow in this process.
+    void TearDown() override {
+        magi2norm::set_num_threads(0);
+        magi2norm::set_streaming_policy({});
+    }
 };
 
 // ctest runs each test in a process of its own, so this asks before any norm has run.
@@ -104,7 +107,6 @@ TEST_F(Threads, ConcurrentCallsFromHostThreadsMatchCallsMadeAlone) {
         for (std::thread &thread : threads) thread.join();
         EXPECT_EQ(mismatches.load(), 0);
     }
-    magi2norm::set_streaming_policy({});
 }
 
 }  // namespace
