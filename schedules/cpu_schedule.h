@@ -15,6 +15,8 @@ struct CpuScheduleParams {
     int task_bytes = 64 * 1024;
     // Input bytes from which a call of more than one token is split in at least two tasks.
     int split_bytes = 32 * 1024;
+    // Input bytes from which a call prefetches the next token's row while writing a row.
+    int prefetch_bytes = 4 * 1024 * 1024;
 };
 
 void schedule_cpu(NormStages &stages, const CpuScheduleParams &params, const Halide::Target &target);

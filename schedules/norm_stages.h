@@ -17,6 +17,7 @@ struct NormStages {
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
     Halide::RDom r;            // over the normalized axis, [0, dim)
+    Halide::ImageParam input;  // x(d, h, a, t), the pipeline's input, for prefetch directives
 
     Halide::Expr dim;               // D
     Halide::Expr x_inner_stride;    // element stride of x along d
