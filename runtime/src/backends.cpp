@@ -48,7 +48,7 @@ void *current_cuda_context() {
 
 int acquire_context(void *user_context, void **context, bool create) {
     const auto *call = static_cast<const CallContext *>(user_context);
-    void *chosen = resolve_cuda_context(call ? call->cuda_context : nullptr);
+    void *chosen = resolve_cuda_context(call ? call->context : nullptr);
     if (chosen) {
         *context = chosen;
         return 0;
@@ -58,8 +58,8 @@ int acquire_context(void *user_context, void **context, bool create) {
 
 int get_stream(void *user_context, void *context, void **stream) {
     const auto *call = static_cast<const CallContext *>(user_context);
-    if (call && call->cuda_stream) {
-        *stream = call->cuda_stream;
+    if (call && call->stream) {
+        *stream = call->stream;
         return 0;
     }
     return default_get_stream(user_context, context, stream);

@@ -2,38 +2,71 @@
 
 #include <string>
 
+#include "opencl_context.hpp"
+
 namespace magi2norm {
 
-const float *RMSNorm::DeviceScales::get(const std::vector<float> &scale, Backend backend, void *context, void *stream) {
+// CUDA: one Halide device buffer holding the scale and the zero after it; the device pointer
+// is an address, so the zero's is one past the scale.
+void RMSNorm::DeviceScales::upload_cuda(Entry &e, const std::vector<float> &scale, void *stream) {
+    std::vector<float> &host = e.host;
+    halide_dimension_t &dim = e.dim;
+    halide_buffer_t &buffer = e.buffer;
+    host = scale;
+    const std::size_t count = host.size();
+    host.push_back(0.0f);
+    dim = halide_dimension_t(0, static_cast<std::int32_t>(host.size()), 1);
+    buffer = halide_buffer_t{};
+    buffer.host = reinterpret_cast<std::uint8_t *>(host.data());
+    buffer.type = halide_type_t(halide_type_float, 32);
+    buffer.dimensions = 1;
+    buffer.dim = &dim;
+    buffer.flags = halide_buffer_flag_host_dirty;
+    detail::CallContext call{e.context, stream};
+    if (halide_copy_to_device(&call, &buffer, detail::device_interface(e.backend)) != 0) {
+        throw Error(ErrorCode::device, std::string("cannot upload the scale to the ") + backend_name(e.backend) +
+                                           " device: " + detail::take_halide_error());
+    }
+    const auto *device = reinterpret_cast<const float *>(buffer.device);
+    e.handles = {device, reinterpret_cast<const std::int32_t *>(device + count)};
+}
+
+RMSNorm::DeviceScales::Handles RMSNorm::DeviceScales::get(const std::vector<float> &scale, Backend backend,
+                                                          void *context, void *stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto &e : entries_) {
-        if (e->backend == backend && e->context == context) return reinterpret_cast<const float *>(e->buffer.device);
+        if (e->backend == backend && e->context == context) return e->handles;
     }
     auto e = std::make_unique<Entry>();
     e->backend = backend;
     e->context = context;
-    e->host = scale;
-    e->host.push_back(0.0f);
-    e->dim = halide_dimension_t(0, static_cast<std::int32_t>(e->host.size()), 1);
-    e->buffer = halide_buffer_t{};
-    e->buffer.host = reinterpret_cast<std::uint8_t *>(e->host.data());
-    e->buffer.type = halide_type_t(halide_type_float, 32);
-    e->buffer.dimensions = 1;
-    e->buffer.dim = &e->dim;
-    e->buffer.flags = halide_buffer_flag_host_dirty;
-    detail::CallContext call{context, stream};
-    if (halide_copy_to_device(&call, &e->buffer, detail::device_interface(backend)) != 0) {
-        throw Error(ErrorCode::device, std::string("cannot upload the scale to the ") + backend_name(backend) +
-                                           " device: " + detail::take_halide_error());
+    if (backend == Backend::opencl) {
+        // A cl_mem cannot be offset like a pointer: the zero gets a buffer of its own.
+        const std::int32_t zero = 0;
+        void *table = detail::opencl_upload(context, scale.data(), scale.size() * sizeof(float));
+        try {
+            e->handles = {static_cast<const float *>(table),
+                          static_cast<const std::int32_t *>(detail::opencl_upload(context, &zero, sizeof zero))};
+        } catch (...) {
+            detail::opencl_release(table);
+            throw;
+        }
+    } else {
+        upload_cuda(*e, scale, stream);
     }
     entries_.push_back(std::move(e));
-    return reinterpret_cast<const float *>(entries_.back()->buffer.device);
+    return entries_.back()->handles;
 }
 
 RMSNorm::DeviceScales::~DeviceScales() {
     for (const auto &e : entries_) {
-        detail::CallContext call{e->context, nullptr};
-        halide_device_free(&call, &e->buffer);
+        if (e->backend == Backend::opencl) {
+            detail::opencl_release(const_cast<float *>(e->handles.scale));
+            detail::opencl_release(const_cast<std::int32_t *>(e->handles.zero_id));
+        } else {
+            detail::CallContext call{e->context, nullptr};
+            halide_device_free(&call, &e->buffer);
+        }
     }
 }
 

@@ -9,11 +9,12 @@
 
 namespace magi2norm::detail {
 
-// What every variant receives as Halide's user_context: the caller's CUDA context and stream
-// (both null for the CPU and OpenCL backends), read by the CUDA hooks in backends.cpp.
+// What every variant receives as Halide's user_context: the caller's GPU context and stream
+// (CUDA: CUcontext and CUstream, read by the CUDA hooks in backends.cpp; OpenCL: cl_context and
+// cl_command_queue, read by opencl_context.cpp), both null when the library's own are wanted.
 struct CallContext {
-    void *cuda_context = nullptr;
-    void *cuda_stream = nullptr;
+    void *context = nullptr;
+    void *stream = nullptr;
 };
 
 // Installs the error capture and the CUDA hooks (once per process).

@@ -50,7 +50,7 @@ struct KernelArgs {
     // Descriptors of the whole call; the caller attaches memory (host pointers or device).
     explicit KernelArgs(const KernelCall &c)
         : x(storage_type(c.in_dtype)), out(storage_type(c.out_dtype)), scale(halide_type_t(halide_type_float, 32)),
-          ids(halide_type_t(halide_type_int, 32)), context{c.cuda_context, c.cuda_stream}, starts(c.group_starts),
+          ids(halide_type_t(halide_type_int, 32)), context{c.gpu_context, c.gpu_stream}, starts(c.group_starts),
           eps(c.eps) {
         const KernelLayout &l = c.layout;
         for (int axis = 0; axis < 4; ++axis) {

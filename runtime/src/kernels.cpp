@@ -9,6 +9,9 @@
 #if MAGI2NORM_HAS_CUDA
 #include "HalideRuntimeCuda.h"
 #endif
+#if MAGI2NORM_HAS_OPENCL
+#include "HalideRuntimeOpenCL.h"
+#endif
 
 namespace magi2norm::detail {
 
@@ -97,17 +100,27 @@ private:
             return;
         }
 #endif
+#if MAGI2NORM_HAS_OPENCL
+        if (call_.backend == Backend::opencl) {
+            if (halide_opencl_wrap_cl_mem(context_, &b, reinterpret_cast<std::uint64_t>(data)) != 0) {
+                throw Error(ErrorCode::device, "cannot wrap an OpenCL buffer: " + take_halide_error());
+            }
+            return;
+        }
+#endif
         (void)b;
         (void)data;
-        throw Error(ErrorCode::device, std::string("device-memory views are supported with the CUDA backend, not ") +
+        throw Error(ErrorCode::device, std::string("device-memory views need the cuda or opencl backend, not ") +
                                            backend_name(call_.backend));
     }
 
     void detach(halide_buffer_t *b) {
+        if (b->device == 0) return;
 #if MAGI2NORM_HAS_CUDA
-        if (b->device != 0) halide_cuda_detach_device_ptr(context_, b);
-#else
-        (void)b;
+        if (call_.backend == Backend::cuda) halide_cuda_detach_device_ptr(context_, b);
+#endif
+#if MAGI2NORM_HAS_OPENCL
+        if (call_.backend == Backend::opencl) halide_opencl_detach_cl_mem(context_, b);
 #endif
     }
 
@@ -131,7 +144,7 @@ std::vector<Backend> compiled_kernel_backends() {
 
 void run_kernel(const KernelCall &c) {
     install_halide_hooks();
-    const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.cuda_context) : 0;
+    const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.gpu_context) : 0;
     const KernelFn fn = find_kernel(c.backend, c.in_dtype, c.out_dtype, capability);
     int status;
     if (streams_output(c)) {

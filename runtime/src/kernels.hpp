@@ -20,7 +20,9 @@ struct KernelCall {
     DType in_dtype = DType::f32;
     void *out = nullptr;
     DType out_dtype = DType::f32;
-    const float *scale = nullptr;   // [M][P][D], host or device memory (as `memory`)
+    // [M][P][D], host or device memory (as `memory`); device memory is a CUDA device pointer or
+    // a cl_mem, as are x, out, token_ids and zero_id.
+    const float *scale = nullptr;
     std::int64_t dim = 0, num_patterns = 1, num_modality = 1;
     const std::int32_t *token_ids = nullptr;  // [T], or null: every token reads id 0 from `zero_id`
     const std::int32_t *zero_id = nullptr;    // one int32 zero in the same memory as the views
@@ -29,7 +31,9 @@ struct KernelCall {
     float eps = 1e-6f;
     Backend backend = Backend::cpu;
     Memory memory = Memory::host;  // of x, out, scale, token ids
-    void *cuda_context = nullptr, *cuda_stream = nullptr;
+    // The caller's GPU context and stream (CUDA: CUcontext, CUstream; OpenCL: cl_context,
+    // cl_command_queue), for device-memory calls.
+    void *gpu_context = nullptr, *gpu_stream = nullptr;
 };
 
 // Runs the variant for (backend, in_dtype, out_dtype). The call must have been validated.

@@ -8,6 +8,7 @@
 #include "float_bits.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
+#include "opencl_context.hpp"
 #include "views.hpp"
 
 namespace magi2norm {
@@ -160,7 +161,19 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     detail::KernelCall call;
     call.layout = detail::plan_layout(config_, xv, ov);
     detail::check_no_self_alias(ov, "output");
-    detail::check_disjoint(xv, ov);
+    call.backend = stream.backend ? *stream.backend : default_backend();
+    call.memory = x.memory;
+    // A cl_mem is a handle, not an address: views of OpenCL buffers start at the buffer's first
+    // byte, so two views overlap exactly when they name the same buffer.
+    const bool cl_buffers = call.memory == Memory::device && call.backend == Backend::opencl;
+    if (cl_buffers) {
+        if (xv.data == ov.data) throw Error(ErrorCode::overlap, "input and output are the same OpenCL buffer (in-place calls are not supported)");
+        if (has_negative_stride(xv) || has_negative_stride(ov)) {
+            throw Error(ErrorCode::stride, "views of OpenCL buffers start at the buffer's first byte, so their strides must be >= 0");
+        }
+    } else {
+        detail::check_disjoint(xv, ov);
+    }
 
     const std::int64_t tokens = call.layout.extent[3];
     if (!call.layout.has_token_axis) {
@@ -180,10 +193,11 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     if (x.memory != out.memory || (by_ids && grouping.ids_memory() != x.memory)) {
         throw Error(ErrorCode::device, "input, output and modality ids must all be in host memory or all in device memory");
     }
-    call.backend = stream.backend ? *stream.backend : default_backend();
-    call.memory = x.memory;
-    if (call.memory == Memory::device && call.backend != Backend::cuda) {
-        throw Error(ErrorCode::device, std::string("device-memory views need the cuda backend, not ") + backend_name(call.backend));
+    if (call.memory == Memory::device && call.backend == Backend::cpu) {
+        throw Error(ErrorCode::device, "device-memory views need the cuda or opencl backend, not cpu");
+    }
+    if (cl_buffers && stream.stream == nullptr) {
+        throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
     }
     if (by_ids && call.memory == Memory::host) check_ids(config_, grouping, tokens);
 
@@ -230,10 +244,12 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     call.scale = scale_.data();
     call.zero_id = &kZeroId;
     if (call.memory == Memory::device) {
-        call.cuda_context = detail::resolve_cuda_context(stream.context);
-        call.cuda_stream = stream.stream;
-        call.scale = device_scales_->get(scale_, call.backend, call.cuda_context, call.cuda_stream);
-        call.zero_id = reinterpret_cast<const std::int32_t *>(call.scale + scale_.size());
+        call.gpu_context = cl_buffers ? (stream.context ? stream.context : detail::opencl_queue_context(stream.stream))
+                                      : detail::resolve_cuda_context(stream.context);
+        call.gpu_stream = stream.stream;
+        const auto device = device_scales_->get(scale_, call.backend, call.gpu_context, call.gpu_stream);
+        call.scale = device.scale;
+        call.zero_id = device.zero_id;
     }
     call.dim = config_.dim;
     call.num_patterns = config_.num_patterns;

@@ -79,14 +79,18 @@ Backend default_backend();
 void set_default_backend(Backend backend);
 
 // Where a view's data lives. Host memory works with every backend (the GPU backends copy it to
-// the device and back, synchronously: a convenience, not the fast path). Device memory is a
-// CUDA device pointer (CUdeviceptr cast to a pointer) for the CUDA backend, used in place.
+// the device and back, synchronously: a convenience, not the fast path). Device memory is used
+// in place: for the CUDA backend a CUDA device pointer (CUdeviceptr cast to a pointer), for the
+// OpenCL backend a cl_mem (cast to a pointer) whose first byte is the view's element 0, so its
+// strides must be >= 0 (make a sub-buffer to start elsewhere).
 enum class Memory : std::uint8_t { host, device };
 
 // The caller's execution context for a GPU call. CUDA: `context` is a CUcontext and `stream` a
 // CUstream, both as void*; null context means the calling thread's current context (what a
-// PyTorch host has), null stream the legacy default stream. The call enqueues its work on that
-// stream and returns without synchronizing when every view is in device memory.
+// PyTorch host has), null stream the legacy default stream. OpenCL: `stream` is the host's
+// cl_command_queue (required with device memory) and `context` its cl_context (null: the
+// queue's). The call enqueues its work on that stream or queue and returns without
+// synchronizing when every view is in device memory.
 struct Stream {
     std::optional<Backend> backend;  // unset: default_backend()
     void *context = nullptr;
@@ -140,8 +144,8 @@ public:
     // Tokens ordered by modality, modality m owning `group_sizes[m]` consecutive tokens.
     static Grouping sizes(std::vector<std::int64_t> group_sizes);
     // One id per token, in any order. The ids are borrowed, not copied: keep them alive
-    // for the duration of the call. Ids in device memory (CUDA) are not range-checked on the
-    // host; the kernel clamps them to [0, num_modality).
+    // for the duration of the call. Ids in device memory (a CUDA pointer or a cl_mem) are not
+    // range-checked on the host; the kernel clamps them to [0, num_modality).
     static Grouping ids(const std::int32_t *token_ids, std::int64_t num_tokens, Memory memory = Memory::host);
     // The group sizes of a dispatcher: the input is in its dispatched (modality-sorted) order.
     static Grouping from(const ModalityDispatcher &dispatcher);

@@ -1,0 +1,253 @@
+// OpenCL buffers as device tensors: the host owns the context, the command queue and the cl_mem
+// buffers; the norm runs on the host's queue and reads and writes the buffers in place. The
+// OpenCL variants are the same as for host memory (whose results the contract suite checks on
+// the opencl backend), so a call on buffers must give the bytes of the same call on host
+// memory, including the gaps a strided output leaves untouched.
+#include <CL/cl.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "random_values.hpp"
+#include "throws_error.hpp"
+
+namespace {
+
+using magi2norm::DType;
+using magi2norm::ErrorCode;
+using magi2norm::Memory;
+
+constexpr unsigned char kPoison = 0xAB;
+
+// A context and an in-order queue on the first device of the first platform (PoCL here).
+class Device {
+public:
+    Device() {
+        cl_platform_id platform = nullptr;
+        cl_device_id device = nullptr;
+        if (clGetPlatformIDs(1, &platform, nullptr) != CL_SUCCESS ||
+            clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, nullptr) != CL_SUCCESS) {
+            return;
+        }
+        cl_int status = CL_SUCCESS;
+        context_ = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &status);
+        if (status == CL_SUCCESS) queue_ = clCreateCommandQueue(context_, device, 0, &status);
+        device_ = device;
+    }
+    ~Device() {
+        if (queue_) clReleaseCommandQueue(queue_);
+        if (context_) clReleaseContext(context_);
+    }
+    Device(const Device &) = delete;
+    Device &operator=(const Device &) = delete;
+
+    bool ok() const { return queue_ != nullptr; }
+    cl_context context() const { return context_; }
+    cl_command_queue queue() const { return queue_; }
+    cl_device_id device() const { return device_; }
+
+    // A buffer holding a copy of `bytes`.
+    cl_mem upload(const std::vector<unsigned char> &bytes) const {
+        cl_int status = CL_SUCCESS;
+        cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes.size(),
+                                    const_cast<unsigned char *>(bytes.data()), &status);
+        EXPECT_EQ(status, CL_SUCCESS);
+        return mem;
+    }
+    std::vector<unsigned char> download(cl_mem mem, std::size_t size) const {
+        std::vector<unsigned char> bytes(size);
+        EXPECT_EQ(clEnqueueReadBuffer(queue_, mem, CL_TRUE, 0, size, bytes.data(), 0, nullptr, nullptr), CL_SUCCESS);
+        return bytes;
+    }
+
+private:
+    cl_device_id device_ = nullptr;
+    cl_context context_ = nullptr;
+    cl_command_queue queue_ = nullptr;
+};
+
+// cl_mem handles released at the end of a test.
+struct Buffers {
+    std::vector<cl_mem> mems;
+    cl_mem add(cl_mem mem) {
+        mems.push_back(mem);
+        return mem;
+    }
+    ~Buffers() {
+        for (cl_mem m : mems) clReleaseMemObject(m);
+    }
+};
+
+std::vector<unsigned char> bytes_of(const ref::HostTensor &t) { return t.bytes(); }
+
+template <typename T>
+std::vector<unsigned char> bytes_of(const std::vector<T> &v) {
+    std::vector<unsigned char> bytes(v.size() * sizeof(T));
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+}
+
+struct Case {
+    const char *name;
+    DType in, out;
+    std::vector<std::int64_t> shape;        // of x and out
+    std::vector<std::int64_t> out_strides;  // empty: dense
+    std::int64_t out_elements;              // of the output's memory
+    std::int64_t num_modality;
+    bool ids;                               // grouping by ids (in a cl_mem) rather than sizes
+};
+
+class OpenCLBuffers : public testing::Test {
+protected:
+    void SetUp() override {
+        std::string why;
+        if (!magi2norm::backend_available(magi2norm::Backend::opencl, &why)) GTEST_SKIP() << why;
+        if (!device_.ok()) GTEST_SKIP() << "no OpenCL device for the test's own context";
+    }
+    Device device_;
+};
+
+TEST_F(OpenCLBuffers, SameBytesAsHostMemoryOnTheHostsQueue) {
+    const Case cases[] = {
+        {"pre-norm bf16, M = 3 by sizes", DType::bf16, DType::bf16, {37, 3072}, {}, 37 * 3072, 3, false},
+        {"Q/K bf16 -> f32, M = 3 by ids", DType::bf16, DType::f32, {19, 24, 128}, {}, 19 * 24 * 128, 3, true},
+        {"final f32, strided output", DType::f32, DType::f32, {9, 1031}, {2 * 1031, 1}, 9 * 2 * 1031, 1, false},
+        {"f16 -> bf16, M = 2 by ids", DType::f16, DType::bf16, {23, 7}, {}, 23 * 7, 2, true},
+    };
+    contract::Rng rng(2027);
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.name);
+        const ref::HostTensor x = contract::random_input(c.in, c.shape, rng);
+        const ref::HostTensor w = contract::random_weight(DType::bf16, {c.num_modality * c.shape.back()}, rng);
+        const magi2norm::RMSNorm norm({c.shape.back(), 1e-6f, c.num_modality, 1, c.out}, w.view());
+        const std::vector<std::int32_t> ids = contract::random_ids(c.shape[0], c.num_modality, rng);
+        const std::vector<std::int64_t> sizes = contract::bincount(ids, c.num_modality);
+        const std::size_t out_bytes = static_cast<std::size_t>(c.out_elements) * magi2norm::dtype_size(c.out);
+
+        // The same call on host memory, staged by the library.
+        std::vector<unsigned char> expected(out_bytes, kPoison);
+        const magi2norm::Stream staged{magi2norm::Backend::opencl};
+        norm.forward(x.view(), c.ids ? magi2norm::Grouping::ids(ids.data(), c.shape[0]) : magi2norm::Grouping::sizes(sizes),
+                     magi2norm::TensorView(expected.data(), c.out, c.shape, c.out_strides), std::nullopt, staged);
+
+        // On buffers, once with the context named and once with it taken from the queue.
+        for (void *context : {static_cast<void *>(device_.context()), static_cast<void *>(nullptr)}) {
+            SCOPED_TRACE(context ? "context named" : "context from the queue");
+            Buffers buffers;
+            cl_mem x_mem = buffers.add(device_.upload(bytes_of(x)));
+            cl_mem out_mem = buffers.add(device_.upload(std::vector<unsigned char>(out_bytes, kPoison)));
+            cl_mem ids_mem = buffers.add(device_.upload(bytes_of(ids)));
+            const magi2norm::Grouping grouping =
+                c.ids ? magi2norm::Grouping::ids(reinterpret_cast<const std::int32_t *>(ids_mem), c.shape[0], Memory::device)
+                      : magi2norm::Grouping::sizes(sizes);
+            norm.forward(magi2norm::ConstTensorView(x_mem, c.in, c.shape, {}, Memory::device), grouping,
+                         magi2norm::TensorView(out_mem, c.out, c.shape, c.out_strides, Memory::device), std::nullopt,
+                         magi2norm::Stream{magi2norm::Backend::opencl, context, device_.queue()});
+            ASSERT_EQ(clFinish(device_.queue()), CL_SUCCESS);
+            EXPECT_TRUE(device_.download(out_mem, out_bytes) == expected);
+            EXPECT_TRUE(device_.download(x_mem, x.bytes().size()) == bytes_of(x)) << "the input changed";
+        }
+    }
+}
+
+// The call enqueues its kernel on the host's queue and returns without waiting for it: with the
+// queue held behind a user event, the call returns and the output stays untouched (read through
+// a second queue) until the host releases the event. A call that ran on a queue of its own would
+// write at once; one that waited for its work would not return (the test then gives up after 20 s).
+TEST_F(OpenCLBuffers, RunsOnTheHostsQueueWithoutWaiting) {
+    contract::Rng rng(11);
+    const ref::HostTensor x = contract::random_input(DType::bf16, {16, 768}, rng);
+    const magi2norm::RMSNorm norm({768, 1e-6f, 1, 1, DType::f32});
+    std::vector<unsigned char> expected(16 * 768 * 4, kPoison);
+    norm.forward(x.view(), magi2norm::Grouping::none(), magi2norm::TensorView(expected.data(), DType::f32, {16, 768}),
+                 std::nullopt, magi2norm::Stream{magi2norm::Backend::opencl});
+
+    Buffers buffers;
+    cl_mem x_mem = buffers.add(device_.upload(bytes_of(x)));
+    const std::vector<unsigned char> poison(expected.size(), kPoison);
+    cl_mem out_mem = buffers.add(device_.upload(poison));
+    cl_int status = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(device_.context(), &status);
+    ASSERT_EQ(status, CL_SUCCESS);
+    ASSERT_EQ(clEnqueueMarkerWithWaitList(device_.queue(), 1, &gate, nullptr), CL_SUCCESS);
+
+    auto call = std::async(std::launch::async, [&] {
+        norm.forward(magi2norm::ConstTensorView(x_mem, DType::bf16, {16, 768}, {}, Memory::device),
+                     magi2norm::Grouping::none(), magi2norm::TensorView(out_mem, DType::f32, {16, 768}, {}, Memory::device),
+                     std::nullopt, magi2norm::Stream{magi2norm::Backend::opencl, nullptr, device_.queue()});
+    });
+    const bool returned = call.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    EXPECT_TRUE(returned) << "the call waited for the host's queue";
+    if (returned) {
+        cl_command_queue reader = clCreateCommandQueue(device_.context(), device_.device(), 0, &status);
+        ASSERT_EQ(status, CL_SUCCESS);
+        std::vector<unsigned char> early(poison.size());
+        EXPECT_EQ(clEnqueueReadBuffer(reader, out_mem, CL_TRUE, 0, early.size(), early.data(), 0, nullptr, nullptr), CL_SUCCESS);
+        clReleaseCommandQueue(reader);
+        EXPECT_TRUE(early == poison) << "the kernel ran before the host's queue reached it";
+    }
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    call.get();
+    clReleaseEvent(gate);
+    ASSERT_EQ(clFinish(device_.queue()), CL_SUCCESS);
+    EXPECT_TRUE(device_.download(out_mem, expected.size()) == expected);
+}
+
+// A norm keeps one device copy of its scale per context: a second context gets its own.
+TEST_F(OpenCLBuffers, EachContextGetsItsOwnScale) {
+    Device other;
+    ASSERT_TRUE(other.ok());
+    contract::Rng rng(7);
+    const ref::HostTensor x = contract::random_input(DType::f32, {5, 64}, rng);
+    const ref::HostTensor w = contract::random_weight(DType::f32, {64}, rng);
+    const magi2norm::RMSNorm norm({64, 1e-6f, 1, 1, std::nullopt}, w.view());
+    std::vector<unsigned char> expected(x.bytes().size(), kPoison);
+    norm.forward(x.view(), magi2norm::Grouping::none(), magi2norm::TensorView(expected.data(), DType::f32, {5, 64}),
+                 std::nullopt, magi2norm::Stream{magi2norm::Backend::opencl});
+    for (const Device *device : {&device_, &other, &device_}) {
+        Buffers buffers;
+        cl_mem x_mem = buffers.add(device->upload(bytes_of(x)));
+        cl_mem out_mem = buffers.add(device->upload(std::vector<unsigned char>(expected.size(), kPoison)));
+        norm.forward(magi2norm::ConstTensorView(x_mem, DType::f32, {5, 64}, {}, Memory::device), magi2norm::Grouping::none(),
+                     magi2norm::TensorView(out_mem, DType::f32, {5, 64}, {}, Memory::device), std::nullopt,
+                     magi2norm::Stream{magi2norm::Backend::opencl, nullptr, device->queue()});
+        EXPECT_TRUE(device->download(out_mem, expected.size()) == expected);
+    }
+}
+
+// Refused calls name the problem and leave the output buffer as it was.
+TEST_F(OpenCLBuffers, RefusedCallsLeaveTheOutputUntouched) {
+    const magi2norm::RMSNorm norm({64, 1e-6f, 1, 1, std::nullopt});
+    Buffers buffers;
+    const std::vector<unsigned char> poison(5 * 64 * 4, kPoison);
+    cl_mem x_mem = buffers.add(device_.upload(std::vector<unsigned char>(poison.size(), 0x3f)));
+    cl_mem out_mem = buffers.add(device_.upload(poison));
+    const auto x = magi2norm::ConstTensorView(x_mem, DType::f32, {5, 64}, {}, Memory::device);
+    const auto out = magi2norm::TensorView(out_mem, DType::f32, {5, 64}, {}, Memory::device);
+    const magi2norm::Stream on_queue{magi2norm::Backend::opencl, nullptr, device_.queue()};
+
+    EXPECT_TRUE(contract::throws_error([&] { norm.forward(x, magi2norm::Grouping::none(), out, std::nullopt, {magi2norm::Backend::opencl}); },
+                                       ErrorCode::device, {"command queue"}));
+    EXPECT_TRUE(contract::throws_error(
+        [&] {
+            norm.forward(magi2norm::ConstTensorView(out_mem, DType::f32, {5, 64}, {}, Memory::device),
+                         magi2norm::Grouping::none(), out, std::nullopt, on_queue);
+        },
+        ErrorCode::overlap, {"same OpenCL buffer"}));
+    EXPECT_TRUE(contract::throws_error(
+        [&] {
+            norm.forward(magi2norm::ConstTensorView(x_mem, DType::f32, {5, 64}, {-64, 1}, Memory::device),
+                         magi2norm::Grouping::none(), out, std::nullopt, on_queue);
+        },
+        ErrorCode::stride, {">= 0"}));
+    EXPECT_TRUE(contract::throws_error(
+        [&] { norm.forward(x, magi2norm::Grouping::none(), out, std::nullopt, {magi2norm::Backend::cpu}); },
+        ErrorCode::device, {"cuda or opencl"}));
+    EXPECT_TRUE(device_.download(out_mem, poison.size()) == poison);
+}
+
+}  // namespace
