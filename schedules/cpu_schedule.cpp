@@ -55,10 +55,10 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // Calls that come from memory: each vector step that writes row t also prefetches the next
     // token's input at the same d, so the next row's reads overlap this row's writes instead of
     // every row being a read phase (the sum of squares) then a write phase. Same-process A/B,
-    // T = 4096, 2 threads (NOTES.md): bf16 -> bf16 pre-norm 0.67-0.71 -> 0.74-0.76 of the copy,
-    // mHC -> bf16 +7%, final f32 +5%, bf16 -> f32 and Q/K unchanged. Halide emits prefetchnta,
-    // which costs calls whose input sits in cache (pre-norm [256, 3072]: 169-177 -> 198-211 us),
-    // hence the size threshold.
+    // T = 4096, 2 threads (NOTES.md): pre-norm 0.64-0.67 -> 0.76 of the copy, mHC -> bf16
+    // 0.67-0.71 -> 0.74-0.76, final f32 0.73-0.86 -> 0.76-0.91, bf16 -> f32 and Q/K unchanged.
+    // Halide emits prefetchnta, which costs calls whose input sits in cache (pre-norm
+    // [256, 3072]: 169-177 -> 198-211 us), hence the size threshold.
     s.output.specialize(contiguous && bytes >= params.prefetch_bytes)
         .vectorize(s.d, vec, TailStrategy::ShiftInwards)
         .prefetch(s.input, s.d, t_in, 1, PrefetchBoundStrategy::NonFaulting);
