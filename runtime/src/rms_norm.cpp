@@ -163,9 +163,20 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     detail::check_no_self_alias(ov, "output");
     call.backend = stream.backend ? *stream.backend : default_backend();
     call.memory = x.memory;
+    // Where the memory is comes first: the overlap test below depends on what a pointer is.
+    const bool by_ids = grouping.kind() == Grouping::Kind::ids;
+    if (x.memory != out.memory || (by_ids && grouping.ids_memory() != x.memory)) {
+        throw Error(ErrorCode::device, "input, output and modality ids must all be in host memory or all in device memory");
+    }
+    if (call.memory == Memory::device && call.backend == Backend::cpu) {
+        throw Error(ErrorCode::device, "device-memory views need the cuda or opencl backend, not cpu");
+    }
     // A cl_mem is a handle, not an address: views of OpenCL buffers start at the buffer's first
     // byte, so two views overlap exactly when they name the same buffer.
     const bool cl_buffers = call.memory == Memory::device && call.backend == Backend::opencl;
+    if (cl_buffers && stream.stream == nullptr) {
+        throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
+    }
     if (cl_buffers) {
         if (xv.data == ov.data) throw Error(ErrorCode::overlap, "input and output are the same OpenCL buffer (in-place calls are not supported)");
         if (has_negative_stride(xv) || has_negative_stride(ov)) {
@@ -188,16 +199,6 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     if (config_.num_modality > 1 && grouping.kind() == Grouping::Kind::none) {
         throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config_.num_modality) +
                                              " but no grouping (group sizes or modality ids) was given");
-    }
-    const bool by_ids = grouping.kind() == Grouping::Kind::ids;
-    if (x.memory != out.memory || (by_ids && grouping.ids_memory() != x.memory)) {
-        throw Error(ErrorCode::device, "input, output and modality ids must all be in host memory or all in device memory");
-    }
-    if (call.memory == Memory::device && call.backend == Backend::cpu) {
-        throw Error(ErrorCode::device, "device-memory views need the cuda or opencl backend, not cpu");
-    }
-    if (cl_buffers && stream.stream == nullptr) {
-        throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
     }
     if (by_ids && call.memory == Memory::host) check_ids(config_, grouping, tokens);
 

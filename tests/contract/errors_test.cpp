@@ -199,6 +199,23 @@ TEST_F(Errors, InputAndOutputOverlap) {
                    ErrorCode::overlap, {"overlap"});
 }
 
+// Where the memory is gets checked before whether input and output overlap, which depends on
+// what a pointer is (an address, or an OpenCL buffer's handle). Same-address views are refused
+// for their memory, not as an overlap, and nothing is written.
+TEST_F(Errors, MemoryIsCheckedBeforeOverlap) {
+    const RMSNorm norm(config_of());
+    ref::HostTensor memory = x_;
+    const magi2norm::ConstTensorView on_device(memory.data(), DType::bf16, {T, D}, {}, magi2norm::Memory::device);
+    const magi2norm::TensorView out_on_device(memory.data(), DType::bf16, {T, D}, {}, magi2norm::Memory::device);
+    EXPECT_TRUE(throws_error(
+        [&] { norm.forward(on_device, Grouping::none(), out_on_device, std::nullopt, {magi2norm::Backend::cpu}); },
+        ErrorCode::device, {"cuda or opencl"}));
+    const magi2norm::TensorView out_on_host(memory.data(), DType::bf16, {T, D});
+    EXPECT_TRUE(throws_error([&] { norm.forward(on_device, Grouping::none(), out_on_host); }, ErrorCode::device,
+                             {"host memory or all in device memory"}));
+    EXPECT_TRUE(memory.bytes() == x_.bytes()) << "a refused call changed its memory";
+}
+
 TEST_F(Errors, SizesThatOverflow) {
     const RMSNorm norm(config_of());
     // 2^32 * 2^32 * D elements do not fit int64.
