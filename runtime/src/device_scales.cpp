@@ -9,26 +9,22 @@ namespace magi2norm {
 // CUDA: one Halide device buffer holding the scale and the zero after it; the device pointer
 // is an address, so the zero's is one past the scale.
 void RMSNorm::DeviceScales::upload_cuda(Entry &e, const std::vector<float> &scale, void *stream) {
-    std::vector<float> &host = e.host;
-    halide_dimension_t &dim = e.dim;
-    halide_buffer_t &buffer = e.buffer;
-    host = scale;
-    const std::size_t count = host.size();
-    host.push_back(0.0f);
-    dim = halide_dimension_t(0, static_cast<std::int32_t>(host.size()), 1);
-    buffer = halide_buffer_t{};
-    buffer.host = reinterpret_cast<std::uint8_t *>(host.data());
-    buffer.type = halide_type_t(halide_type_float, 32);
-    buffer.dimensions = 1;
-    buffer.dim = &dim;
-    buffer.flags = halide_buffer_flag_host_dirty;
+    e.host = scale;
+    e.host.push_back(0.0f);
+    e.dim = halide_dimension_t(0, static_cast<std::int32_t>(e.host.size()), 1);
+    e.buffer = halide_buffer_t{};
+    e.buffer.host = reinterpret_cast<std::uint8_t *>(e.host.data());
+    e.buffer.type = halide_type_t(halide_type_float, 32);
+    e.buffer.dimensions = 1;
+    e.buffer.dim = &e.dim;
+    e.buffer.flags = halide_buffer_flag_host_dirty;
     detail::CallContext call{e.context, stream};
-    if (halide_copy_to_device(&call, &buffer, detail::device_interface(e.backend)) != 0) {
+    if (halide_copy_to_device(&call, &e.buffer, detail::device_interface(e.backend)) != 0) {
         throw Error(ErrorCode::device, std::string("cannot upload the scale to the ") + backend_name(e.backend) +
                                            " device: " + detail::take_halide_error());
     }
-    const auto *device = reinterpret_cast<const float *>(buffer.device);
-    e.handles = {device, reinterpret_cast<const std::int32_t *>(device + count)};
+    const auto *device = reinterpret_cast<const float *>(e.buffer.device);
+    e.handles = {device, reinterpret_cast<const std::int32_t *>(device + scale.size())};
 }
 
 RMSNorm::DeviceScales::Handles RMSNorm::DeviceScales::get(const std::vector<float> &scale, Backend backend,

@@ -99,7 +99,8 @@ std::string create_own_context(void *user_context) {
 }  // namespace
 
 void *opencl_queue_context(void *queue) {
-    const auto queue_info = cl_function<decltype(&clGetCommandQueueInfo)>("clGetCommandQueueInfo");
+    // Asked on every OpenCL call that does not name its context: looked up once.
+    static const auto queue_info = cl_function<decltype(&clGetCommandQueueInfo)>("clGetCommandQueueInfo");
     cl_context context = nullptr;
     if (!queue_info || queue_info(static_cast<cl_command_queue>(queue), CL_QUEUE_CONTEXT, sizeof context, &context,
                                   nullptr) != CL_SUCCESS) {

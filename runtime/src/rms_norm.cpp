@@ -174,10 +174,10 @@ void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView ou
     // A cl_mem is a handle, not an address: views of OpenCL buffers start at the buffer's first
     // byte, so two views overlap exactly when they name the same buffer.
     const bool cl_buffers = call.memory == Memory::device && call.backend == Backend::opencl;
-    if (cl_buffers && stream.stream == nullptr) {
-        throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
-    }
     if (cl_buffers) {
+        if (stream.stream == nullptr) {
+            throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
+        }
         if (xv.data == ov.data) throw Error(ErrorCode::overlap, "input and output are the same OpenCL buffer (in-place calls are not supported)");
         if (has_negative_stride(xv) || has_negative_stride(ov)) {
             throw Error(ErrorCode::stride, "views of OpenCL buffers start at the buffer's first byte, so their strides must be >= 0");

@@ -82,8 +82,6 @@ struct Buffers {
     }
 };
 
-std::vector<unsigned char> bytes_of(const ref::HostTensor &t) { return t.bytes(); }
-
 template <typename T>
 std::vector<unsigned char> bytes_of(const std::vector<T> &v) {
     std::vector<unsigned char> bytes(v.size() * sizeof(T));
@@ -138,7 +136,7 @@ TEST_F(OpenCLBuffers, SameBytesAsHostMemoryOnTheHostsQueue) {
         for (void *context : {static_cast<void *>(device_.context()), static_cast<void *>(nullptr)}) {
             SCOPED_TRACE(context ? "context named" : "context from the queue");
             Buffers buffers;
-            cl_mem x_mem = buffers.add(device_.upload(bytes_of(x)));
+            cl_mem x_mem = buffers.add(device_.upload(x.bytes()));
             cl_mem out_mem = buffers.add(device_.upload(std::vector<unsigned char>(out_bytes, kPoison)));
             cl_mem ids_mem = buffers.add(device_.upload(bytes_of(ids)));
             const magi2norm::Grouping grouping =
@@ -149,7 +147,7 @@ TEST_F(OpenCLBuffers, SameBytesAsHostMemoryOnTheHostsQueue) {
                          magi2norm::Stream{magi2norm::Backend::opencl, context, device_.queue()});
             ASSERT_EQ(clFinish(device_.queue()), CL_SUCCESS);
             EXPECT_TRUE(device_.download(out_mem, out_bytes) == expected);
-            EXPECT_TRUE(device_.download(x_mem, x.bytes().size()) == bytes_of(x)) << "the input changed";
+            EXPECT_TRUE(device_.download(x_mem, x.bytes().size()) == x.bytes()) << "the input changed";
         }
     }
 }
@@ -167,7 +165,7 @@ TEST_F(OpenCLBuffers, RunsOnTheHostsQueueWithoutWaiting) {
                  std::nullopt, magi2norm::Stream{magi2norm::Backend::opencl});
 
     Buffers buffers;
-    cl_mem x_mem = buffers.add(device_.upload(bytes_of(x)));
+    cl_mem x_mem = buffers.add(device_.upload(x.bytes()));
     const std::vector<unsigned char> poison(expected.size(), kPoison);
     cl_mem out_mem = buffers.add(device_.upload(poison));
     cl_int status = CL_SUCCESS;
@@ -210,7 +208,7 @@ TEST_F(OpenCLBuffers, EachContextGetsItsOwnScale) {
                  std::nullopt, magi2norm::Stream{magi2norm::Backend::opencl});
     for (const Device *device : {&device_, &other, &device_}) {
         Buffers buffers;
-        cl_mem x_mem = buffers.add(device->upload(bytes_of(x)));
+        cl_mem x_mem = buffers.add(device->upload(x.bytes()));
         cl_mem out_mem = buffers.add(device->upload(std::vector<unsigned char>(expected.size(), kPoison)));
         norm.forward(magi2norm::ConstTensorView(x_mem, DType::f32, {5, 64}, {}, Memory::device), magi2norm::Grouping::none(),
                      magi2norm::TensorView(out_mem, DType::f32, {5, 64}, {}, Memory::device), std::nullopt,
