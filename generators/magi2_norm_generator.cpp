@@ -1,7 +1,8 @@
 // The MAGI-2 multi-modality RMSNorm (../shared/SPEC.md), written once as a Halide algorithm.
 //
 //   xf       = float32(x[d, h, a, t])
-//   inv      = 1 / sqrt(float32(sum_d(xf^2)) / D + eps)     (squares in FP32, summed in FP64)
+//   inv      = 1 / sqrt(float32(sum_d(xf^2)) / D + eps)     (squares in FP32, partial sums of a
+//                                                            few in FP32, accumulated in FP64)
 //   y32      = (xf * inv) * scale[d, h, modality(t)]
 //   out      = cast(y32, out_type)
 //
@@ -21,6 +22,10 @@
 namespace magi2norm::algorithm {
 
 using namespace Halide;
+
+// Lanes of the sum of squares' FP32 partials (see generate()): fixed by the algorithm, not by a
+// schedule's vector width, so every target and path adds the same squares together.
+constexpr int kSumLanes = 16;
 
 // Grouping by sizes covers up to this many modalities (runtime/src/kernels.hpp mirrors it).
 constexpr int kMaxGroups = 16;
@@ -53,6 +58,10 @@ public:
     GeneratorParam<Storage> in_type{"in_type", Storage::F32, kStorageNames};
     GeneratorParam<Storage> out_type{"out_type", Storage::F32, kStorageNames};
 
+    // Squares per FP32 partial sum of the sum of squares; 0 = the target's default (4 on CPUs,
+    // 1 on GPUs: their schedule reduces single squares in FP64). Changes results within the
+    // contract, not only speed, so it is an algorithm parameter.
+    GeneratorParam<int> sum_steps{"sum_steps", 0};
     // CPU schedule knobs (schedules/cpu_schedule.h).
     GeneratorParam<int> cpu_vector_width{"cpu_vector_width", 0};
     GeneratorParam<int> cpu_task_bytes{"cpu_task_bytes", 64 * 1024};
@@ -83,14 +92,33 @@ public:
         Func xf("xf");
         xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
 
-        // sum_d xf^2: each square in FP32 as the formula has it, accumulated in FP64 and rounded
-        // once. An FP32 running sum over D = 12288 drifts by more than the contract's 1e-6
-        // (measured: 1.4e-6 relative on random rows, worse with one dominant element); the FP64
-        // sum is within half an FP32 ulp of the exact one, for any D and any order.
-        s.r = RDom(0, dim, "r");
+        // sum_d xf^2, each square in FP32 as the formula has it. The squares are grouped by
+        // position, the same way on every target and schedule: lane l of block b adds the
+        // squares at b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them) in FP32,
+        // left to right; the partials, then the tail past the last whole block, accumulate in
+        // FP64, rounded to FP32 once. An FP32 running sum over D = 12288 drifts by more than the
+        // contract's 1e-6 (measured: 1.4e-6 relative on random rows, worse with one dominant
+        // element); k squares in FP32 err by at most (k - 1) FP32 ulps of their sum, 3 for
+        // k = 4, and the FP64 sum adds half an ulp, for any D. Four squares per FP32 partial
+        // spare the CPU three of every four FP32 -> FP64 conversions and FP64 adds (44 instead of
+        // 68 instructions per 64 BF16 elements): same-process A/B, T = 4096, 2 threads, pre-norm
+        // 0.70-0.79 -> 0.78-0.87 of the copy, mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
+        const int steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
+        const int block = kSumLanes * steps;
+        Func square("square");
+        square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
+        Var lane("sum_lane"), blk("sum_block");
+        Expr partial = square(blk * block + lane, h, a, t);
+        for (int k = 1; k < steps; ++k) partial = partial + square(blk * block + k * kSumLanes + lane, h, a, t);
+        s.partial_sums = Func("partial_sums");
+        s.partial_sums(lane, blk, h, a, t) = partial;
+        s.sum_steps = steps;
+        s.blocks = RDom(0, kSumLanes, 0, dim / block, "blocks");
+        s.tail = RDom(dim / block * block, dim % block, "tail");
         s.sum_squares = Func("sum_squares");
         s.sum_squares(h, a, t) = cast<double>(0);
-        s.sum_squares(h, a, t) += cast<double>(xf(s.r, h, a, t) * xf(s.r, h, a, t));
+        s.sum_squares(h, a, t) += cast<double>(s.partial_sums(s.blocks.x, s.blocks.y, h, a, t));
+        s.sum_squares(h, a, t) += cast<double>(square(s.tail, h, a, t));
 
         s.inv_rms = Func("inv_rms");
         s.inv_rms(h, a, t) = 1.0f / sqrt(cast<float>(s.sum_squares(h, a, t)) / cast<float>(dim) + *eps);

@@ -39,14 +39,16 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     s.inv_rms.compute_at(s.output, s.h);
     s.sum_squares.compute_at(s.output, s.h);
 
-    // The sum of squares accumulates in `vec` independent FP64 lanes (vec / 4 AVX2 registers)
-    // and then adds the lanes in order. The same split is used on every path,
-    // vectorized or not, so the FP32 result does not depend on the strides of the call.
-    RVar ro("ro"), ri("ri");
+    // The sum of squares accumulates one FP64 lane per algorithm lane (16: four AVX2 registers),
+    // each adding its lane's FP32 partial block by block, and then adds the lanes in order. The
+    // same on every path, vectorized or not, so the FP32 result of a call does not depend on its
+    // strides or on the ISA the multi-target library picks.
     Var lane("lane");
-    s.sum_squares.update().split(s.r.x, ro, ri, vec, TailStrategy::Predicate);
-    Func lanes = s.sum_squares.update().rfactor(ri, lane);
+    Func lanes = s.sum_squares.update(0).rfactor(s.blocks.x, lane);
     lanes.compute_at(s.output, s.h);
+    // The tail past the last whole block (fewer than 64 elements; none at the model's widths)
+    // is a scalar FP64 loop.
+    s.sum_squares.update(1).unscheduled();
 
     // Fast path: unit inner strides and at least one full vector per row. ShiftInwards
     // re-computes a few elements of the last vector instead of a scalar tail.
@@ -69,8 +71,8 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // tokens of the mHC width made 6 tasks of 3 rows, 18 rows of work.
     over_tasks(s.output, TailStrategy::GuardWithIf);
     s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
-    lanes.specialize(s.x_inner_stride == 1 && s.dim >= vec).vectorize(lane);
-    lanes.update().specialize(s.x_inner_stride == 1 && s.dim >= vec).vectorize(lane);
+    lanes.vectorize(lane);
+    lanes.update().specialize(s.x_inner_stride == 1).vectorize(lane);
 }
 
 }  // namespace magi2norm::schedules

@@ -70,10 +70,16 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     RVar ro("ro"), ri("ri"), r_thread("r_thread"), r_vec("r_vec"), r_group("r_group"), r_member("r_member");
     RVar r_step("r_step"), r_unrolled("r_unrolled");
     Var lane("lane"), group("group");
-    s.sum_squares.update()
-        .split(s.r.x, ro, ri, row_threads * vec, TailStrategy::GuardWithIf)
+    // With one square per partial (sum_steps = 1), lane l of block b is element 16 b + l: fused,
+    // the two make the normalized axis itself, over the whole blocks. The few elements past them
+    // (D % 16) are the second update, added by one thread.
+    if (s.sum_steps != 1) throw CompileError("the GPU schedule reduces single squares: generate GPU variants with sum_steps=1");
+    RVar r_d("r_d");
+    s.sum_squares.update(0)
+        .fuse(s.blocks.x, s.blocks.y, r_d)
+        .split(r_d, ro, ri, row_threads * vec, TailStrategy::GuardWithIf)
         .split(ri, r_thread, r_vec, vec);
-    Func lanes = s.sum_squares.update().rfactor(r_thread, lane);
+    Func lanes = s.sum_squares.update(0).rfactor(r_thread, lane);
     lanes.compute_at(s.output, s.h).reorder(lane, s.t).gpu_threads(lane, s.t);
     // Unrolled steps keep their order (ro ascending), so the sums do not change.
     lanes.update()
@@ -81,10 +87,11 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
         .gpu_threads(lane, s.t)
         .split(ro, r_step, r_unrolled, unroll, TailStrategy::GuardWithIf)
         .unroll(r_unrolled);
-    s.sum_squares.update().split(r_thread, r_group, r_member, kGroup, TailStrategy::GuardWithIf);
-    Func groups = s.sum_squares.update().rfactor(r_group, group);
+    s.sum_squares.update(0).split(r_thread, r_group, r_member, kGroup, TailStrategy::GuardWithIf);
+    Func groups = s.sum_squares.update(0).rfactor(r_group, group);
     groups.compute_at(s.output, s.h).reorder(group, s.t).gpu_threads(group, s.t);
     groups.update().reorder(r_member, group, s.t).gpu_threads(group, s.t);
+    s.sum_squares.update(1).unscheduled();
 }
 
 }  // namespace magi2norm::schedules

@@ -13,10 +13,15 @@ struct NormStages {
     Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"};
 
     Halide::Func output;       // out(d, h, a, t): the cast result, the pipeline's output
-    Halide::Func sum_squares;  // (h, a, t): sum over r of xf^2 (FP32 squares), an FP64 reduction
+    Halide::Func partial_sums; // (lane, block, h, a, t): FP32 sum of `sum_steps` squares
+    Halide::Func sum_squares;  // (h, a, t): FP64 sum of the partials over `blocks`, then of the
+                               // squares over `tail`
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
-    Halide::RDom r;            // over the normalized axis, [0, dim)
+    Halide::RDom blocks;       // (lane, block) over the whole blocks of the normalized axis
+    Halide::RDom tail;         // the normalized axis past the last whole block
+    int sum_steps = 1;         // squares per partial; lane l of block b adds squares at
+                               // b * (16 * sum_steps) + l + 16 k, k < sum_steps
     Halide::ImageParam input;  // x(d, h, a, t), the pipeline's input, for prefetch directives
 
     Halide::Expr dim;               // D

@@ -34,14 +34,17 @@ TEST_P(OneDominantElement, Gate1) {
     const DominantCase &p = GetParam();
     for (DType in : {DType::f32, DType::bf16}) {
         ref::HostTensor x(in, {2, p.dim});
-        for (std::int64_t i = 0; i < x.size(); ++i) x.set(i, 0x1p-13f);
-        x.set(p.position, 1.0f);                       // row 0: the large element at `position`
-        x.set(p.dim + p.dim - 1 - p.position, -1.0f);  // row 1: mirrored
-        NormCase c;
-        c.x = x.view();
-        c.config.dim = p.dim;
-        c.weight = ref::HostTensor(DType::f32, {p.dim});  // zeros: scale 1
-        expect_contract(c);
+        for (float small : {0x1p-13f, 0x1.fep-13f}) {
+            SCOPED_TRACE(testing::Message() << "small elements " << small);
+            for (std::int64_t i = 0; i < x.size(); ++i) x.set(i, small);
+            x.set(p.position, 1.0f);                       // row 0: the large element at `position`
+            x.set(p.dim + p.dim - 1 - p.position, -1.0f);  // row 1: mirrored
+            NormCase c;
+            c.x = x.view();
+            c.config.dim = p.dim;
+            c.weight = ref::HostTensor(DType::f32, {p.dim});  // zeros: scale 1
+            expect_contract(c);
+        }
     }
 }
 
