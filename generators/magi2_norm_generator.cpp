@@ -95,30 +95,32 @@ public:
         // sum_d xf^2, each square in FP32 as the formula has it. The squares are grouped by
         // position, the same way on every target and schedule: lane l of block b adds the
         // squares at b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them) in FP32,
-        // left to right; the partials, then the tail past the last whole block, accumulate in
-        // FP64, rounded to FP32 once. An FP32 running sum over D = 12288 drifts by more than the
-        // contract's 1e-6 (measured: 1.4e-6 relative on random rows, worse with one dominant
-        // element); k squares in FP32 err by at most (k - 1) FP32 ulps of their sum, 3 for
-        // k = 4, and the FP64 sum adds half an ulp, for any D. Four squares per FP32 partial
-        // spare the CPU three of every four FP32 -> FP64 conversions and FP64 adds (44 instead of
-        // 68 instructions per 64 BF16 elements): same-process A/B, T = 4096, 2 threads, pre-norm
-        // 0.70-0.79 -> 0.78-0.87 of the copy, mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
+        // left to right; the partials accumulate in FP64, rounded to FP32 once. An FP32 running
+        // sum over D = 12288 drifts by more than the contract's 1e-6 (measured: 1.4e-6 relative
+        // on random rows, worse with one dominant element); k squares in FP32 err by at most
+        // k - 1 FP32 ulps of their sum, 3 for k = 4, and the FP64 sum adds half an ulp, for any
+        // D. Four squares per FP32 partial spare the CPU three of every four FP32 -> FP64
+        // conversions and FP64 adds (44 instead of 68 instructions per 64 BF16 elements):
+        // same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of the copy,
+        // mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
         const int steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
         const int block = kSumLanes * steps;
         Func square("square");
         square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
-        Var lane("sum_lane"), blk("sum_block");
-        Expr partial = square(blk * block + lane, h, a, t);
-        for (int k = 1; k < steps; ++k) partial = partial + square(blk * block + k * kSumLanes + lane, h, a, t);
-        s.partial_sums = Func("partial_sums");
-        s.partial_sums(lane, blk, h, a, t) = partial;
+        // Positions past the row read as zero squares: adding 0 is exact, so the last, partial
+        // block adds the row's own squares in the same order as a whole block would. The
+        // boundary condition marks its test `likely`, so Halide peels the last block off the
+        // loop and whole blocks run without the test (checked in the CPU assembly). A separate
+        // tail reduction instead made Adams2019 abort (an empty loop at the estimates, D = 3072).
+        Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}, {Expr(), Expr()}, {Expr(), Expr()}, {Expr(), Expr()}});
         s.sum_steps = steps;
-        s.blocks = RDom(0, kSumLanes, 0, dim / block, "blocks");
-        s.tail = RDom(dim / block * block, dim % block, "tail");
+        s.blocks = RDom(0, kSumLanes, 0, (dim + block - 1) / block, "blocks");
+        Expr first = s.blocks.y * block + s.blocks.x;
+        Expr partial = padded(first, h, a, t);
+        for (int k = 1; k < steps; ++k) partial = partial + padded(first + k * kSumLanes, h, a, t);
         s.sum_squares = Func("sum_squares");
         s.sum_squares(h, a, t) = cast<double>(0);
-        s.sum_squares(h, a, t) += cast<double>(s.partial_sums(s.blocks.x, s.blocks.y, h, a, t));
-        s.sum_squares(h, a, t) += cast<double>(square(s.tail, h, a, t));
+        s.sum_squares(h, a, t) += cast<double>(partial);
 
         s.inv_rms = Func("inv_rms");
         s.inv_rms(h, a, t) = 1.0f / sqrt(cast<float>(s.sum_squares(h, a, t)) / cast<float>(dim) + *eps);

@@ -46,9 +46,6 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     Var lane("lane");
     Func lanes = s.sum_squares.update(0).rfactor(s.blocks.x, lane);
     lanes.compute_at(s.output, s.h);
-    // The tail past the last whole block (fewer than 64 elements; none at the model's widths)
-    // is a scalar FP64 loop.
-    s.sum_squares.update(1).unscheduled();
 
     // Fast path: unit inner strides and at least one full vector per row. ShiftInwards
     // re-computes a few elements of the last vector instead of a scalar tail.

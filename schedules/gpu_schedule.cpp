@@ -71,8 +71,7 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     RVar r_step("r_step"), r_unrolled("r_unrolled");
     Var lane("lane"), group("group");
     // With one square per partial (sum_steps = 1), lane l of block b is element 16 b + l: fused,
-    // the two make the normalized axis itself, over the whole blocks. The few elements past them
-    // (D % 16) are the second update, added by one thread.
+    // the two make the normalized axis itself (rounded up to 16; the padding adds zeros).
     if (s.sum_steps != 1) throw CompileError("the GPU schedule reduces single squares: generate GPU variants with sum_steps=1");
     RVar r_d("r_d");
     s.sum_squares.update(0)
@@ -91,7 +90,6 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     Func groups = s.sum_squares.update(0).rfactor(r_group, group);
     groups.compute_at(s.output, s.h).reorder(group, s.t).gpu_threads(group, s.t);
     groups.update().reorder(r_member, group, s.t).gpu_threads(group, s.t);
-    s.sum_squares.update(1).unscheduled();
 }
 
 }  // namespace magi2norm::schedules

@@ -13,13 +13,11 @@ struct NormStages {
     Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"};
 
     Halide::Func output;       // out(d, h, a, t): the cast result, the pipeline's output
-    Halide::Func partial_sums; // (lane, block, h, a, t): FP32 sum of `sum_steps` squares
-    Halide::Func sum_squares;  // (h, a, t): FP64 sum of the partials over `blocks`, then of the
-                               // squares over `tail`
+    Halide::Func sum_squares;  // (h, a, t): FP64 sum over `blocks` of FP32 partials, each of
+                               // `sum_steps` squares (zero past the row's end)
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
-    Halide::RDom blocks;       // (lane, block) over the whole blocks of the normalized axis
-    Halide::RDom tail;         // the normalized axis past the last whole block
+    Halide::RDom blocks;       // (lane, block): the blocks that cover the normalized axis
     int sum_steps = 1;         // squares per partial; lane l of block b adds squares at
                                // b * (16 * sum_steps) + l + 16 k, k < sum_steps
     Halide::ImageParam input;  // x(d, h, a, t), the pipeline's input, for prefetch directives
