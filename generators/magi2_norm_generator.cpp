@@ -24,7 +24,8 @@ namespace magi2norm::algorithm {
 using namespace Halide;
 
 // Lanes of the sum of squares' FP32 partials (see generate()): fixed by the algorithm, not by a
-// schedule's vector width, so every target and path adds the same squares together.
+// schedule's vector width, so every ISA and path of a target family adds the same squares
+// together.
 constexpr int kSumLanes = 16;
 
 // Grouping by sizes covers up to this many modalities (runtime/src/kernels.hpp mirrors it).
@@ -93,16 +94,18 @@ public:
         xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
 
         // sum_d xf^2, each square in FP32 as the formula has it. The squares are grouped by
-        // position, the same way on every target and schedule: lane l of block b adds the
-        // squares at b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them) in FP32,
-        // left to right; the partials accumulate in FP64, rounded to FP32 once. An FP32 running
-        // sum over D = 12288 drifts by more than the contract's 1e-6 (measured: 1.4e-6 relative
-        // on random rows, worse with one dominant element); k squares in FP32 err by at most
-        // k - 1 FP32 ulps of their sum, 3 for k = 4, and the FP64 sum adds half an ulp, for any
-        // D. Four squares per FP32 partial spare the CPU three of every four FP32 -> FP64
+        // position, not by a schedule's vector width: lane l of block b adds the squares at
+        // b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them: 4 on CPUs, 1 on
+        // GPUs) in FP32, left to right; the partials accumulate in FP64, rounded to FP32 once.
+        // An FP32 running sum over D = 12288 drifts by more than the contract's 1e-6 (measured:
+        // 1.4e-6 relative on random rows, worse with one dominant element); k squares in FP32
+        // round k - 1 times, each within half an ulp of the partial, so they err by at most
+        // (k - 1) x 2^-24 of their sum (1.8e-7 for k = 4), and the FP64 sum adds half an FP32
+        // ulp, for any D. Four squares per FP32 partial spare the CPU three of every four FP32 -> FP64
         // conversions and FP64 adds (44 instead of 68 instructions per 64 BF16 elements):
         // same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of the copy,
         // mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
+        if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of squares");
         const int steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
         const int block = kSumLanes * steps;
         Func square("square");

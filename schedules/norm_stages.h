@@ -18,8 +18,8 @@ struct NormStages {
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
     Halide::RDom blocks;       // (lane, block): the blocks that cover the normalized axis
-    int sum_steps = 1;         // squares per partial; lane l of block b adds squares at
-                               // b * (16 * sum_steps) + l + 16 k, k < sum_steps
+    int sum_steps = 0;         // squares per partial, set by the algorithm; lane l of block b
+                               // adds squares at b * (16 * sum_steps) + l + 16 k, k < sum_steps
     Halide::ImageParam input;  // x(d, h, a, t), the pipeline's input, for prefetch directives
 
     Halide::Expr dim;               // D

@@ -6,6 +6,12 @@
 // large output by 5.6e-6 relative, far past gate 1's 1e-6. The large element sits at the start,
 // inside and at the end of the row (row 1 mirrors row 0), as summation orders differ in which
 // position they get wrong.
+// A second small value, 0x1.fep-13, has a square just under half an ULP of 1, so every FP32 add
+// of it to the large square rounds it away. A sum that adds k squares in FP32 before going wider
+// loses k - 1 of them next to the large one, (k - 1) x 5.9e-8 of the sum, half of that on the
+// output: the library's partials of 4 squares move it by about 9e-8; partials of 64 squares by
+// 1.9e-6, which fails (checked by building the library with MAGI2NORM_CPU_PARAMS=sum_steps=64;
+// with 2^-13 alone, whose squares are a quarter as large, that build passes).
 #include <gtest/gtest.h>
 
 #include <ostream>

@@ -26,7 +26,9 @@ std::string name_of(const DtypePair &p) {
 std::string pair_name(const testing::TestParamInfo<DtypePair> &info) { return name_of(info.param); }
 void PrintTo(const DtypePair &p, std::ostream *os) { *os << name_of(p); }
 
-const std::vector<std::int64_t> kDims = {7, 768};
+// 7: less than one block of the sum of squares' partials (64 elements at the CPU default); 100:
+// a whole block and a partial one; 768: whole blocks.
+const std::vector<std::int64_t> kDims = {7, 100, 768};
 constexpr std::int64_t kTokens = 11;
 constexpr unsigned char kPoison = 0xAB;
 
@@ -60,6 +62,20 @@ TEST_P(Strided, InnermostStrideTwo) {
     for (std::int64_t D : kDims) {
         const ref::HostTensor memory = random_input(GetParam().in, {kTokens, 2 * D}, rng_);
         expect_contract(make_case({memory.data(), GetParam().in, {kTokens, D}, {2 * D, 2}}, 1, true));
+    }
+}
+
+// The FP32 result of a strided view equals, bit for bit, the result on a contiguous copy of the
+// same values: the vectorized path (unit strides) and the strided one add the same squares in
+// the same order.
+TEST_P(Strided, Fp32ResultDoesNotDependOnStrides) {
+    for (std::int64_t D : kDims) {
+        const ref::HostTensor memory = random_input(GetParam().in, {kTokens, 2 * D}, rng_);
+        const NormCase strided = make_case({memory.data(), GetParam().in, {kTokens, D}, {2 * D, 2}}, 1, true);
+        const ref::HostTensor copy = ref::HostTensor::copy_of(strided.x);
+        NormCase contiguous = strided;
+        contiguous.x = copy.view();
+        EXPECT_EQ(run_library(strided, DType::f32).bytes(), run_library(contiguous, DType::f32).bytes()) << "D = " << D;
     }
 }
 
