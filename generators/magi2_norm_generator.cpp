@@ -101,10 +101,10 @@ public:
         // 1.4e-6 relative on random rows, worse with one dominant element); k squares in FP32
         // round k - 1 times, each within half an ulp of the partial, so they err by at most
         // (k - 1) x 2^-24 of their sum (1.8e-7 for k = 4), and the FP64 sum adds half an FP32
-        // ulp, for any D. Four squares per FP32 partial spare the CPU three of every four FP32 -> FP64
-        // conversions and FP64 adds (44 instead of 68 instructions per 64 BF16 elements):
-        // same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of the copy,
-        // mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
+        // ulp, for any D. Four squares per FP32 partial spare the CPU three of every four
+        // FP32 -> FP64 conversions and FP64 adds (44 instead of 68 instructions per 64 BF16
+        // elements): same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of
+        // the copy, mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of squares");
         const int steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
         const int block = kSumLanes * steps;
@@ -115,7 +115,7 @@ public:
         // boundary condition marks its test `likely`, so Halide peels the last block off the
         // loop and whole blocks run without the test (checked in the CPU assembly). A separate
         // tail reduction instead made Adams2019 abort (an empty loop at the estimates, D = 3072).
-        Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}, {Expr(), Expr()}, {Expr(), Expr()}, {Expr(), Expr()}});
+        Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
         s.sum_steps = steps;
         s.blocks = RDom(0, kSumLanes, 0, (dim + block - 1) / block, "blocks");
         Expr first = s.blocks.y * block + s.blocks.x;
