@@ -68,6 +68,7 @@ public:
     GeneratorParam<int> cpu_task_bytes{"cpu_task_bytes", 64 * 1024};
     GeneratorParam<int> cpu_split_bytes{"cpu_split_bytes", 32 * 1024};
     GeneratorParam<int> cpu_prefetch_bytes{"cpu_prefetch_bytes", 4 * 1024 * 1024};
+    GeneratorParam<int> cpu_memory_task_bytes{"cpu_memory_task_bytes", 1024 * 1024};
     // GPU schedule knobs (schedules/gpu_schedule.h).
     GeneratorParam<int> gpu_threads{"gpu_threads", 0};
     GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
@@ -162,7 +163,8 @@ public:
         if (get_target().has_gpu_feature()) {
             schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
         } else {
-            schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes, cpu_prefetch_bytes}, get_target());
+            schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes, cpu_prefetch_bytes,
+                                        cpu_memory_task_bytes}, get_target());
         }
     }
 

@@ -27,10 +27,12 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // took 11.9-12.6 us as one task and 7.0-9.7 as two, f32 [16, 768] 5.3-5.9 and 3.2-4.9;
     // below ~32 KiB ([16, 768] BF16) the hand-off to the second thread eats the gain.
     Expr fewest_tasks = select(tokens > 1 && bytes >= params.split_bytes, cast<int64_t>(2), cast<int64_t>(1));
-    Expr tasks = cast<int>(clamp((bytes + params.task_bytes - 1) / params.task_bytes, fewest_tasks, cast<int64_t>(max(tokens, 1))));
-    Expr tokens_per_task = max(1, (tokens + tasks - 1) / tasks);
-    const auto over_tasks = [&](Stage stage, TailStrategy last_task) {
-        stage.split(s.t, task, t_in, tokens_per_task, last_task).parallel(task);
+    const auto tokens_per_task = [&](int task_bytes) {
+        Expr tasks = cast<int>(clamp((bytes + task_bytes - 1) / task_bytes, fewest_tasks, cast<int64_t>(max(tokens, 1))));
+        return max(1, (tokens + tasks - 1) / tasks);
+    };
+    const auto over_tasks = [&](Stage stage, int task_bytes, TailStrategy last_task) {
+        stage.split(s.t, task, t_in, tokens_per_task(task_bytes), last_task).parallel(task);
     };
 
     // Per-token and per-row scalars live in registers: the modality is a few compares per
@@ -60,13 +62,19 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // Its last task shifts back over the one before it (recomputing fewer than `tokens_per_task`
     // rows, with the same values): under a guarded tail Halide drops the prefetch's token offset
     // and prefetches the current row.
+    // These calls take larger tasks (`memory_task_bytes`, 1 MiB): a task's last row prefetches
+    // the next task's first row, which another thread is likely to take, so the first row of
+    // every task is read without a prefetch. Same-process A/B, T = 4096, 2 threads, fraction of
+    // the copy, 64 KiB -> 1 MiB tasks, two runs (NOTES.md): pre-norm 0.83 -> 0.92, 0.81 ->
+    // 0.83; mHC -> bf16 (2.7 rows a task before) 0.73 -> 0.82, 0.74 -> 0.82; mHC -> f32 0.88
+    // -> 0.91, 0.75 -> 0.85; final f32 0.92 -> 1.00, 0.93 -> 0.97; Q/K 0.89 -> 0.86, 0.86 -> 0.93.
     Stage from_memory = s.output.specialize(contiguous && bytes >= params.prefetch_bytes);
-    over_tasks(from_memory, TailStrategy::ShiftInwards);
+    over_tasks(from_memory, params.memory_task_bytes, TailStrategy::ShiftInwards);
     from_memory.vectorize(s.d, vec, TailStrategy::ShiftInwards)
         .prefetch(s.input, s.d, t_in, 1, PrefetchBoundStrategy::NonFaulting);
     // Every other call guards its last task instead, which computes no row twice: shifted, 16
     // tokens of the mHC width made 6 tasks of 3 rows, 18 rows of work.
-    over_tasks(s.output, TailStrategy::GuardWithIf);
+    over_tasks(s.output, params.task_bytes, TailStrategy::GuardWithIf);
     s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
     lanes.vectorize(lane);
     lanes.update().specialize(s.x_inner_stride == 1).vectorize(lane);

@@ -71,7 +71,7 @@ TEST(Large, InputBeyondTwoGiB) {
     magi2norm::set_parallel_for(counting_loop, &counts);
     ref::HostTensor y_bf16 = run_library(c, DType::bf16);
     magi2norm::set_parallel_for(nullptr);
-    // 2.2 GB of input in tasks of tens of KiB: tens of thousands of tasks.
+    // 2.2 GB of input in tasks of 1 MiB (`cpu_memory_task_bytes`): about two thousand tasks.
     EXPECT_GT(counts.largest, 1000);
 
     // Input rows past 2^31 bytes start at 87382; f32 output rows past 2^31 at 43691, past 2^32 at 87382.
