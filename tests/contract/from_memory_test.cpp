@@ -2,10 +2,14 @@
 // (`cpu_prefetch_bytes`) the schedule prefetches the next token's row while it writes a row, and
 // the token tasks end with one shifted back over its neighbour. The contract suite's calls are
 // far smaller, so the three gates are checked here on calls past that size, for every dtype
-// pair, in the model's two layouts (rows and heads) and with unsorted modality ids.
+// pair, in the model's two layouts (rows and heads) and with unsorted modality ids, and the
+// results are compared bit for bit with those of calls in cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "norm_case.hpp"
 #include "random_values.hpp"
@@ -46,6 +50,48 @@ TEST_P(FromMemory, ThreeGates) {
         c.weight = random_weight(DType::bf16, {3 * shape.back()}, rng);
         expect_contract(c);
     }
+}
+
+// The two paths compute the same values: a call from memory gives the same bits as its tokens
+// cut into calls small enough to stay in cache.
+TEST_P(FromMemory, SameBitsAsCallsInCache) {
+    const FromMemoryParam &p = GetParam();
+    const std::int64_t in_bytes = p.in == DType::f32 ? 4 : 2;
+    const ref::Shape head_shape{kPrefetchBytes / (24 * 128 * in_bytes) + 11, 24, 128};
+    const ref::Shape row_shape{kPrefetchBytes / (3072 * in_bytes) + 5, 3072};
+    Rng rng(2003 + 17 * static_cast<int>(p.in) + static_cast<int>(p.out));
+    const magi2norm::StreamingPolicy policy = magi2norm::streaming_policy();
+    magi2norm::set_streaming_policy({0, policy.min_element_bytes, policy.min_row_elements});  // no streamed outputs
+    for (const ref::Shape &shape : {head_shape, row_shape}) {
+        SCOPED_TRACE("x " + ref::format_shape(shape));
+        const ref::HostTensor x = random_input(p.in, shape, rng);
+        const std::vector<std::int32_t> ids = random_ids(shape[0], 3, rng);
+        NormCase c;
+        c.grouping = GroupingSpec::by_ids(ids, 3);
+        c.config.dim = shape.back();
+        c.config.num_modality = 3;
+        c.config.out_dtype = p.out;
+        c.x = x.view();
+        c.weight = random_weight(DType::bf16, {3 * shape.back()}, rng);
+        const ref::HostTensor whole = run_library(c);
+
+        const std::int64_t tokens = shape[0], chunk = tokens / 4 + 1;
+        const std::int64_t token_elements = static_cast<std::int64_t>(x.bytes().size()) / (in_bytes * tokens);
+        const std::size_t out_token_bytes = whole.bytes().size() / static_cast<std::size_t>(tokens);
+        for (std::int64_t first = 0; first < tokens; first += chunk) {
+            const std::int64_t count = std::min(chunk, tokens - first);
+            ref::Shape part_shape = shape;
+            part_shape[0] = count;
+            NormCase part = c;
+            part.x = magi2norm::ConstTensorView(x.data_at(first * token_elements), p.in, part_shape);
+            part.grouping = GroupingSpec::by_ids({ids.begin() + first, ids.begin() + first + count}, 3);
+            ASSERT_LT(count * token_elements * in_bytes, kPrefetchBytes);
+            const ref::HostTensor y = run_library(part);
+            EXPECT_EQ(0, std::memcmp(y.data(), whole.bytes().data() + first * out_token_bytes, y.bytes().size()))
+                << "tokens " << first << ".." << first + count - 1;
+        }
+    }
+    magi2norm::set_streaming_policy(policy);
 }
 
 std::vector<FromMemoryParam> all_pairs() {
