@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "norm_case.hpp"
@@ -27,28 +28,40 @@ std::string param_name(const testing::TestParamInfo<FromMemoryParam> &info) {
     return std::string(magi2norm::dtype_name(info.param.in)) + "_to_" + magi2norm::dtype_name(info.param.out);
 }
 
-class FromMemory : public testing::TestWithParam<FromMemoryParam> {};
+class FromMemory : public testing::TestWithParam<FromMemoryParam> {
+protected:
+    // A test that changes the streaming policy leaves the default behind, even when it fails.
+    void TearDown() override { magi2norm::set_streaming_policy({}); }
+};
+
+// Rows with a vector tail (D = 1031) and the Q/K norm's heads, each just past kPrefetchBytes of
+// input; token counts that no task size divides, so the last task overlaps the one before it.
+std::vector<ref::Shape> shapes_from_memory(DType in) {
+    const std::int64_t in_bytes = in == DType::f32 ? 4 : 2;
+    return {{kPrefetchBytes / (1031 * in_bytes) + 37, 1031}, {kPrefetchBytes / (24 * 128 * in_bytes) + 11, 24, 128}};
+}
+
+// The model's multi-modality case on `x`: three modalities, a random BF16 weight.
+NormCase three_modalities(const ref::HostTensor &x, GroupingSpec grouping, DType out, Rng &rng) {
+    const std::int64_t dim = x.shape().back();
+    NormCase c;
+    c.grouping = std::move(grouping);
+    c.config.dim = dim;
+    c.config.num_modality = 3;
+    c.config.out_dtype = out;
+    c.x = x.view();
+    c.weight = random_weight(DType::bf16, {3 * dim}, rng);
+    return c;
+}
 
 TEST_P(FromMemory, ThreeGates) {
     const FromMemoryParam &p = GetParam();
-    const std::int64_t in_bytes = p.in == DType::f32 ? 4 : 2;
-    // Rows with a vector tail (D = 1031) and the Q/K norm's heads; token counts that no task
-    // size divides, so the last task overlaps the one before it.
-    const ref::Shape row_shape{kPrefetchBytes / (1031 * in_bytes) + 37, 1031};
-    const ref::Shape head_shape{kPrefetchBytes / (24 * 128 * in_bytes) + 11, 24, 128};
     Rng rng(1009 + 17 * static_cast<int>(p.in) + static_cast<int>(p.out));
-    for (const ref::Shape &shape : {row_shape, head_shape}) {
+    for (const ref::Shape &shape : shapes_from_memory(p.in)) {
         SCOPED_TRACE("x " + ref::format_shape(shape));
         const ref::HostTensor x = random_input(p.in, shape, rng);
         ASSERT_GE(x.bytes().size(), static_cast<std::size_t>(kPrefetchBytes));
-        NormCase c;
-        c.grouping = GroupingSpec::by_ids(random_ids(shape[0], 3, rng), 3);
-        c.config.dim = shape.back();
-        c.config.num_modality = 3;
-        c.config.out_dtype = p.out;
-        c.x = x.view();
-        c.weight = random_weight(DType::bf16, {3 * shape.back()}, rng);
-        expect_contract(c);
+        expect_contract(three_modalities(x, GroupingSpec::by_ids(random_ids(shape[0], 3, rng), 3), p.out, rng));
     }
 }
 
@@ -57,22 +70,14 @@ TEST_P(FromMemory, ThreeGates) {
 TEST_P(FromMemory, SameBitsAsCallsInCache) {
     const FromMemoryParam &p = GetParam();
     const std::int64_t in_bytes = p.in == DType::f32 ? 4 : 2;
-    const ref::Shape head_shape{kPrefetchBytes / (24 * 128 * in_bytes) + 11, 24, 128};
-    const ref::Shape row_shape{kPrefetchBytes / (3072 * in_bytes) + 5, 3072};
     Rng rng(2003 + 17 * static_cast<int>(p.in) + static_cast<int>(p.out));
     const magi2norm::StreamingPolicy policy = magi2norm::streaming_policy();
     magi2norm::set_streaming_policy({0, policy.min_element_bytes, policy.min_row_elements});  // no streamed outputs
-    for (const ref::Shape &shape : {head_shape, row_shape}) {
+    for (const ref::Shape &shape : shapes_from_memory(p.in)) {
         SCOPED_TRACE("x " + ref::format_shape(shape));
         const ref::HostTensor x = random_input(p.in, shape, rng);
         const std::vector<std::int32_t> ids = random_ids(shape[0], 3, rng);
-        NormCase c;
-        c.grouping = GroupingSpec::by_ids(ids, 3);
-        c.config.dim = shape.back();
-        c.config.num_modality = 3;
-        c.config.out_dtype = p.out;
-        c.x = x.view();
-        c.weight = random_weight(DType::bf16, {3 * shape.back()}, rng);
+        const NormCase c = three_modalities(x, GroupingSpec::by_ids(ids, 3), p.out, rng);
         const ref::HostTensor whole = run_library(c);
 
         const std::int64_t tokens = shape[0], chunk = tokens / 4 + 1;
@@ -91,7 +96,6 @@ TEST_P(FromMemory, SameBitsAsCallsInCache) {
                 << "tokens " << first << ".." << first + count - 1;
         }
     }
-    magi2norm::set_streaming_policy(policy);
 }
 
 std::vector<FromMemoryParam> all_pairs() {
