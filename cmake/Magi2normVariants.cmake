@@ -16,21 +16,27 @@ list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
 set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)
 
 # magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>]
-#                        [BACKEND <cpu|opencl|cuda>] [COMPUTE_CAPABILITY <nn>] [CROSS <runtime>] [PTX])
+#                        [BACKEND <cpu|opencl|cuda>] [COMPUTE_CAPABILITY <nn>] [CROSS <runtime>] [PTX]
+#                        [STREAM_ALIGNMENT <bytes>])
 # BACKEND defaults to FAMILY; COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times
-# 10, that the variants run on.
+# 10, that the variants run on. STREAM_ALIGNMENT (x86 CPU targets, at least two) makes the
+# variants that write their output with streaming stores, for outputs aligned to that many bytes
+# (_magi2norm_streaming_library).
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
 # build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
 # With CROSS, the variants are for another machine: static libraries using that runtime, listed
 # in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's library).
 # With PTX (CUDA targets), each variant also writes its PTX, listed in MAGI2NORM_PTX_FILES.
 function(magi2norm_add_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;CROSS;BACKEND;COMPUTE_CAPABILITY" "TARGETS;PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;CROSS;BACKEND;COMPUTE_CAPABILITY;STREAM_ALIGNMENT" "TARGETS;PARAMS")
     if (NOT ARG_BACKEND)
         set(ARG_BACKEND ${ARG_FAMILY})
     endif ()
     if (NOT ARG_COMPUTE_CAPABILITY)
         set(ARG_COMPUTE_CAPABILITY 0)
+    endif ()
+    if (NOT ARG_STREAM_ALIGNMENT)
+        set(ARG_STREAM_ALIGNMENT 0)
     endif ()
     set(runtime ${MAGI2NORM_RUNTIME})
     if (ARG_CROSS)
@@ -48,26 +54,32 @@ function(magi2norm_add_variants)
             if (ARG_PTX)
                 set(device_code_args DEVICE_CODE ptx_file)
             endif ()
-            add_halide_library(${name} FROM magi2norm.generator
-                ${device_code_args}
-                GENERATOR magi2_norm
-                TARGETS ${ARG_TARGETS}
-                FEATURES ${MAGI2NORM_FEATURES}
-                USE_RUNTIME ${runtime}
-                PARAMS in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
-            if (num_targets GREATER 1)
-                foreach (t IN LISTS ARG_TARGETS)
-                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
-                endforeach ()
-                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
+            set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
+            if (ARG_STREAM_ALIGNMENT)
+                _magi2norm_streaming_library(${name} ${ARG_STREAM_ALIGNMENT} TARGETS ${ARG_TARGETS} PARAMS ${params})
+                list(APPEND objects ${MAGI2NORM_STREAMING_OBJECTS})
             else ()
-                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
+                add_halide_library(${name} FROM magi2norm.generator
+                    ${device_code_args}
+                    GENERATOR magi2_norm
+                    TARGETS ${ARG_TARGETS}
+                    FEATURES ${MAGI2NORM_FEATURES}
+                    USE_RUNTIME ${runtime}
+                    PARAMS ${params})
+                if (num_targets GREATER 1)
+                    foreach (t IN LISTS ARG_TARGETS)
+                        list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
+                    endforeach ()
+                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
+                else ()
+                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
+                endif ()
             endif ()
             list(APPEND targets ${name})
             if (ARG_PTX)
                 list(APPEND ptx_files ${ptx_file})
             endif ()
-            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${in_type}, ${out_type})\n")
+            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_STREAM_ALIGNMENT}, ${in_type}, ${out_type})\n")
         endforeach ()
     endforeach ()
     if (ARG_CROSS)
@@ -78,4 +90,41 @@ function(magi2norm_add_variants)
     set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
     set(MAGI2NORM_KERNEL_ENTRIES "${MAGI2NORM_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)
+endfunction()
+
+# _magi2norm_streaming_library(<name> <alignment> TARGETS <x86 targets...> PARAMS <generator params...>)
+# A multi-target variant like add_halide_library's, whose output is written with streaming
+# stores: the generator (cpu_stream_alignment=<alignment>) writes each target's LLVM IR beside
+# its object, cmake/stream_stores.py marks the output's vector stores non-temporal and compiles
+# that IR instead (Halide 21 has no directive for it), and Halide's wrapper object picks among
+# the targets at run time as usual. Sets MAGI2NORM_STREAMING_OBJECTS (the objects to archive);
+# defines the target <name>.
+function(_magi2norm_streaming_library name alignment)
+    cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "TARGETS;PARAMS")
+    list(LENGTH ARG_TARGETS num_targets)
+    if (num_targets LESS 2)
+        message(FATAL_ERROR "${name}: streaming-store variants are built for two or more targets")
+    endif ()
+    set(targets ${ARG_TARGETS})
+    list(TRANSFORM targets APPEND "-${MAGI2NORM_FEATURES_JOINED}-no_runtime")
+    set(generated ${name}.h ${name}_wrapper.o)
+    set(objects ${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o)
+    foreach (t IN LISTS targets)
+        # Halide's own object of each target is written too (a multi-target run must write
+        # objects) but not archived.
+        list(APPEND generated ${name}-${t}.o ${name}-${t}.ll)
+        add_custom_command(OUTPUT ${name}-${t}.streaming.o
+            COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
+                    --buffer norm --alignment ${alignment} ${name}-${t}.ll ${name}-${t}.streaming.o
+            DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.ll ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
+            VERBATIM)
+        list(APPEND objects ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.streaming.o)
+    endforeach ()
+    add_custom_command(OUTPUT ${generated}
+        COMMAND magi2norm.generator -n ${name} -g magi2_norm -f ${name} -e c_header,object,llvm_assembly -o .
+                "target=$<JOIN:${targets},$<COMMA>>" ${ARG_PARAMS} cpu_stream_alignment=${alignment}
+        DEPENDS magi2norm.generator
+        VERBATIM)
+    add_custom_target(${name} DEPENDS ${objects})
+    set(MAGI2NORM_STREAMING_OBJECTS ${objects} PARENT_SCOPE)
 endfunction()

@@ -69,6 +69,9 @@ public:
     GeneratorParam<int> cpu_split_bytes{"cpu_split_bytes", 32 * 1024};
     GeneratorParam<int> cpu_prefetch_bytes{"cpu_prefetch_bytes", 4 * 1024 * 1024};
     GeneratorParam<int> cpu_memory_task_bytes{"cpu_memory_task_bytes", 1024 * 1024};
+    // > 0: the variant for calls that come from memory, written with streaming stores, for
+    // outputs aligned to this many bytes (see require_streaming_layout).
+    GeneratorParam<int> cpu_stream_alignment{"cpu_stream_alignment", 0};
     // GPU schedule knobs (schedules/gpu_schedule.h).
     GeneratorParam<int> gpu_threads{"gpu_threads", 0};
     GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
@@ -157,6 +160,7 @@ public:
         s.out_inner_stride = out->dim(0).stride();
         s.in_bytes = storage_type(in_type).bytes();
         s.out_bytes = storage_type(out_type).bytes();
+        if (cpu_stream_alignment > 0) require_streaming_layout(cpu_stream_alignment);
 
         set_estimates();
         if (using_autoscheduler()) return;
@@ -164,7 +168,7 @@ public:
             schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
         } else {
             schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes, cpu_prefetch_bytes,
-                                        cpu_memory_task_bytes}, get_target());
+                                        cpu_memory_task_bytes, cpu_stream_alignment > 0}, get_target());
         }
     }
 
@@ -175,6 +179,24 @@ private:
     std::vector<GeneratorInput<int32_t> *> group_starts;  // cu[1 .. kMaxGroups - 1]
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *out = nullptr;
+
+    // Streaming stores (cmake/stream_stores.py marks the output's vector stores non-temporal after
+    // Halide's code generation) need aligned addresses: x86's movntdq faults on any other. The
+    // schedule writes whole vectors at multiples of the vector width from d = 0, so every vector
+    // store is aligned to `bytes` (or to its own size, if smaller) when the output's first
+    // element is, its rows are dense and a multiple of `bytes` long, and every other stride is a
+    // multiple of `bytes`. The runtime sends only such calls here; any other call fails the
+    // pipeline's own checks with an error, never a fault.
+    void require_streaming_layout(int bytes) {
+        out->set_host_alignment(bytes);
+        out->dim(0).set_stride(1);
+        const auto in_bytes = [&](Expr elements) { return cast<int64_t>(elements) * storage_type(out_type).bytes(); };
+        Expr aligned = in_bytes(out->dim(0).extent()) % bytes == 0;
+        for (int i = 1; i < 4; ++i) {
+            aligned = aligned && (out->dim(i).extent() == 1 || in_bytes(out->dim(i).stride()) % bytes == 0);
+        }
+        add_requirement(aligned, "streaming-store variant: output rows and strides must be multiples of", bytes, "bytes");
+    }
 
     // The model's pre-norm at T = 4096 (SPEC.md), a representative size for the autoschedulers.
     void set_estimates() {

@@ -68,14 +68,14 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // the copy, 64 KiB -> 1 MiB tasks, two runs (NOTES.md): pre-norm 0.83 -> 0.92, 0.81 ->
     // 0.83; mHC -> bf16 (2.7 rows a task before) 0.73 -> 0.82, 0.74 -> 0.82; mHC -> f32 0.88
     // -> 0.91, 0.75 -> 0.85; final f32 0.92 -> 1.00, 0.93 -> 0.97; Q/K 0.89 -> 0.86, 0.86 -> 0.93.
-    Stage from_memory = s.output.specialize(contiguous && bytes >= params.prefetch_bytes);
+    Stage from_memory = s.output.specialize(params.from_memory_only ? contiguous : contiguous && bytes >= params.prefetch_bytes);
     over_tasks(from_memory, params.memory_task_bytes, TailStrategy::ShiftInwards);
     from_memory.vectorize(s.d, vec, TailStrategy::ShiftInwards)
         .prefetch(s.input, s.d, t_in, 1, PrefetchBoundStrategy::NonFaulting);
     // Every other call guards its last task instead, which computes no row twice: shifted, 16
     // tokens of the mHC width made 6 tasks of 3 rows, 18 rows of work.
     over_tasks(s.output, params.task_bytes, TailStrategy::GuardWithIf);
-    s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
+    if (!params.from_memory_only) s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
     lanes.vectorize(lane);
     lanes.update().specialize(s.x_inner_stride == 1).vectorize(lane);
 }

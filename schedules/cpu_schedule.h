@@ -20,6 +20,9 @@ struct CpuScheduleParams {
     int prefetch_bytes = 4 * 1024 * 1024;
     // Input bytes per parallel task of those calls (the prefetch cannot reach across tasks).
     int memory_task_bytes = 1024 * 1024;
+    // The variant for calls from memory (written with streaming stores): every contiguous call
+    // takes the prefetching path, whatever its size (the runtime chose this variant by size).
+    bool from_memory_only = false;
 };
 
 void schedule_cpu(NormStages &stages, const CpuScheduleParams &params, const Halide::Target &target);

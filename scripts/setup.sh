@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything the build needs that is not already here:
 #   - Debian packages (compiler toolchain, GoogleTest, Google Benchmark, JSON, OpenCL on the CPU);
-#   - Halide (pinned wheel from PyPI, a full C++ SDK with its LLVM) and a recent CMake, into the
-#     project-local virtual environment .venv/ (Halide's CMake package needs CMake >= 3.28).
+#   - Halide (pinned wheel from PyPI, a full C++ SDK with its LLVM), a recent CMake (Halide's CMake
+#     package needs CMake >= 3.28) and llvmlite (compiles the streaming-store variants,
+#     cmake/stream_stores.py), into the project-local virtual environment .venv/.
 # Idempotent: a second run installs nothing and takes a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HALIDE_VERSION=21.0.0
 CMAKE_VERSION=4.4.5
+LLVMLITE_VERSION=0.50.0
 DEB_PACKAGES=(build-essential ninja-build python3-venv googletest libgtest-dev libbenchmark-dev
               nlohmann-json3-dev pocl-opencl-icd ocl-icd-opencl-dev libdlpack-dev pkg-config)
 
@@ -27,11 +29,11 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-want="halide==${HALIDE_VERSION} cmake==${CMAKE_VERSION}"
-if ! .venv/bin/python - "$HALIDE_VERSION" "$CMAKE_VERSION" <<'PYEOF' 2>/dev/null
+want="halide==${HALIDE_VERSION} cmake==${CMAKE_VERSION} llvmlite==${LLVMLITE_VERSION}"
+if ! .venv/bin/python - $want <<'PYEOF' 2>/dev/null
 import sys
 from importlib.metadata import version
-sys.exit(0 if version("halide") == sys.argv[1] and version("cmake") == sys.argv[2] else 1)
+sys.exit(0 if all(version(n) == v for n, v in (a.split("==") for a in sys.argv[1:])) else 1)
 PYEOF
 then
   echo "setup: installing ${want} into .venv"

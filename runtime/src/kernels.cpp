@@ -1,8 +1,8 @@
 #include "kernels.hpp"
 
+#include <cstdint>
 #include <string>
 
-#include "cpu_streaming.hpp"
 #include "halide_calls.hpp"
 #include "kernel_args.hpp"
 #include "magi2norm_kernel_headers.h"
@@ -20,23 +20,33 @@ namespace {
 struct KernelEntry {
     Backend backend;
     int compute_capability;  // CUDA: the lowest device capability (x10) the PTX runs on; else 0
+    int stream_alignment;    // streaming-store variants: the output alignment they need; else 0
     DType in, out;
     KernelFn fn;
 };
 
-#define MAGI2NORM_KERNEL(family, backend, cc, in, out) \
-    {Backend::backend, cc, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv},
+#define MAGI2NORM_KERNEL(family, backend, cc, stream_alignment, in, out) \
+    {Backend::backend, cc, stream_alignment, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_kernel_list.inc"
 };
 #undef MAGI2NORM_KERNEL
 
-// The variant for the dtype pair; for CUDA the one built for the highest capability the device
-// has (or the lowest built, when the capability is unknown: its failure then names the cause).
-KernelFn find_kernel(Backend backend, DType in, DType out, int device_capability) {
+// The output alignment the CPU streaming-store variants need, or 0 when the library has none.
+constexpr int cpu_stream_alignment() {
+    for (const KernelEntry &k : kKernels) {
+        if (k.backend == Backend::cpu && k.stream_alignment > 0) return k.stream_alignment;
+    }
+    return 0;
+}
+
+// The variant for the dtype pair, with streaming stores or without; for CUDA the one built for
+// the highest capability the device has (or the lowest built, when the capability is unknown:
+// its failure then names the cause).
+KernelFn find_kernel(Backend backend, DType in, DType out, bool streaming, int device_capability) {
     const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
-        if (k.backend != backend || k.in != in || k.out != out) continue;
+        if (k.backend != backend || k.in != in || k.out != out || (k.stream_alignment > 0) != streaming) continue;
         if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
         if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
     }
@@ -142,23 +152,40 @@ std::vector<Backend> compiled_kernel_backends() {
     return backends;
 }
 
+bool streams_output(const KernelCall &c) {
+    constexpr std::int64_t alignment = cpu_stream_alignment();
+    if (alignment == 0 || c.backend != Backend::cpu || c.memory != Memory::host) return false;
+    const StreamingPolicy policy = streaming_policy();
+    const KernelLayout &l = c.layout;
+    const auto elem = static_cast<std::int64_t>(dtype_size(c.out_dtype));
+    std::int64_t elements = 1;
+    for (const std::int64_t e : l.extent) elements *= e;
+    if (policy.min_output_bytes <= 0 || elements * elem < policy.min_output_bytes || elem < policy.min_element_bytes ||
+        l.extent[0] < policy.min_row_elements) {
+        return false;
+    }
+    // The layout the variants require (generators/magi2_norm_generator.cpp, require_streaming_layout).
+    if (reinterpret_cast<std::uintptr_t>(c.out) % alignment != 0 || l.out_stride[0] != 1 || l.extent[0] * elem % alignment != 0) {
+        return false;
+    }
+    for (int i = 1; i < 4; ++i) {
+        if (l.extent[i] != 1 && l.out_stride[i] * elem % alignment != 0) return false;
+    }
+    return true;
+}
+
 void run_kernel(const KernelCall &c) {
     install_halide_hooks();
     const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.gpu_context) : 0;
-    const KernelFn fn = find_kernel(c.backend, c.in_dtype, c.out_dtype, capability);
-    int status;
-    if (streams_output(c)) {
-        status = run_streamed(fn, c);
-    } else {
-        KernelArgs k(c);
-        Staging staging(c, &k.context);
-        staging.input(k.x.buffer, c.x);
-        staging.input(k.scale.buffer, c.scale);
-        staging.input(k.ids.buffer, c.token_ids ? c.token_ids : c.zero_id);
-        staging.output(k.out.buffer, c.out);
-        status = fn(k.pack());
-        if (status == 0) status = staging.finish(k.out.buffer);
-    }
+    const KernelFn fn = find_kernel(c.backend, c.in_dtype, c.out_dtype, streams_output(c), capability);
+    KernelArgs k(c);
+    Staging staging(c, &k.context);
+    staging.input(k.x.buffer, c.x);
+    staging.input(k.scale.buffer, c.scale);
+    staging.input(k.ids.buffer, c.token_ids ? c.token_ids : c.zero_id);
+    staging.output(k.out.buffer, c.out);
+    int status = fn(k.pack());
+    if (status == 0) status = staging.finish(k.out.buffer);
     if (status != 0) {
         throw Error(ErrorCode::device, std::string(backend_name(c.backend)) + " kernel failed (Halide status " +
                                            std::to_string(status) + "): " + take_halide_error());

@@ -39,6 +39,14 @@ struct KernelCall {
 // Runs the variant for (backend, in_dtype, out_dtype). The call must have been validated.
 void run_kernel(const KernelCall &call);
 
+// Whether `call` takes a streaming-store variant (non-temporal stores: each output line is
+// written without being read first): a CPU call on host memory whose output the streaming
+// policy admits and which those variants can store aligned: its first element aligned to their
+// alignment (32 bytes by default, MAGI2NORM_STREAM_ALIGNMENT), rows dense (unit inner stride)
+// and a multiple of it long, and every other output stride a multiple of it. False when the
+// library has no such variants.
+bool streams_output(const KernelCall &call);
+
 // The backends that have variants in this library.
 std::vector<Backend> compiled_kernel_backends();
 

@@ -4,7 +4,6 @@
 
 #include "HalideRuntime.h"
 #include "magi2norm/magi2norm.hpp"
-#include "threads.hpp"
 
 namespace magi2norm {
 
@@ -40,19 +39,17 @@ void run_task(void *task_context, int index) {
     if (result != 0) call->result.compare_exchange_strong(none, result);
 }
 
-thread_local bool inline_loops = false;  // set by detail::InlineParallelLoops
-
 // Halide's parallel loops all come here: to the host's loop when there is one, else loops of
 // more than one task to Halide's own pool; the rest run on the calling thread.
 int forward_par_for(void *user_context, halide_task_t task, int min, int size, std::uint8_t *closure) {
-    const HostLoop loop = inline_loops ? HostLoop{} : current_host_loop();
+    const HostLoop loop = current_host_loop();
     if (loop.parallel_for != nullptr) {
         ParForCall call{user_context, task, min, closure};
         loop.parallel_for(loop.context, size, run_task, &call);
         return call.result.load();
     }
     // One task (a tiny call) runs here too: Halide's pool would only add a lock and a wake-up.
-    if (!inline_loops && size > 1) return halide_default_do_par_for(user_context, task, min, size, closure);
+    if (size > 1) return halide_default_do_par_for(user_context, task, min, size, closure);
     for (int i = min; i < min + size; ++i) {
         const int result = halide_do_task(user_context, task, i, closure);
         if (result != 0) return result;
@@ -66,11 +63,6 @@ int forward_par_for(void *user_context, halide_task_t task, int min, int size, s
 [[maybe_unused]] const auto previous_par_for = halide_set_custom_do_par_for(forward_par_for);
 
 }  // namespace
-
-namespace detail {
-InlineParallelLoops::InlineParallelLoops() : previous_(inline_loops) { inline_loops = true; }
-InlineParallelLoops::~InlineParallelLoops() { inline_loops = previous_; }
-}  // namespace detail
 
 // The one Halide runtime inside the library owns the thread pool all variants share.
 void set_num_threads(int n) { halide_set_num_threads(n <= 0 ? 0 : n); }

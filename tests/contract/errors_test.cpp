@@ -42,7 +42,7 @@ protected:
                         const std::vector<std::string> &words, std::optional<DType> out_dtype = std::nullopt) {
         out_memory.fill_bytes(kPoison);
         EXPECT_TRUE(throws_error([&] { norm.forward(x, grouping, out, out_dtype); }, code, words));
-        const std::vector<unsigned char> &bytes = out_memory.bytes();
+        const ref::Bytes &bytes = out_memory.bytes();
         const auto written = std::find_if(bytes.begin(), bytes.end(), [](unsigned char b) { return b != kPoison; });
         EXPECT_TRUE(written == bytes.end()) << "a refused call wrote output byte " << (written - bytes.begin());
     }

@@ -102,7 +102,7 @@ ref::HostTensor run_reference(const NormCase &c) {
 void expect_contract(const NormCase &c) {
     SCOPED_TRACE(c.describe());
     const ref::HostTensor x_before = ref::HostTensor::copy_of(c.x);
-    const std::vector<unsigned char> weight_before = c.weight.bytes();
+    const ref::Bytes weight_before = c.weight.bytes();
 
     const ref::HostTensor out = run_library(c);
     const ref::HostTensor own_f32 = run_library(c, DType::f32);

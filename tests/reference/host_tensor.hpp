@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,23 @@ using magi2norm::ConstTensorView;
 using magi2norm::DType;
 using magi2norm::TensorView;
 using Shape = std::vector<std::int64_t>;
+
+// Storage aligned to 64 bytes, as tensor allocators give it (PyTorch's CPU allocator does): the
+// library writes aligned outputs from memory with its streaming-store variants, so the tests'
+// outputs reach them.
+template <typename T>
+struct CacheLineAllocator {
+    using value_type = T;
+    static constexpr std::align_val_t kAlignment{64};
+    CacheLineAllocator() = default;
+    template <typename U>
+    CacheLineAllocator(const CacheLineAllocator<U> &) {}  // NOLINT: allocators convert implicitly
+    T *allocate(std::size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), kAlignment)); }
+    void deallocate(T *p, std::size_t) { ::operator delete(p, kAlignment); }
+    friend bool operator==(CacheLineAllocator, CacheLineAllocator) { return true; }
+    friend bool operator!=(CacheLineAllocator, CacheLineAllocator) { return false; }
+};
+using Bytes = std::vector<unsigned char, CacheLineAllocator<unsigned char>>;
 
 inline std::size_t element_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 std::int64_t num_elements(const Shape &shape);
@@ -134,7 +152,7 @@ public:
     const void *data_at(std::int64_t flat) const {
         return bytes_.data() + flat * static_cast<std::int64_t>(element_size(dtype_));
     }
-    const std::vector<unsigned char> &bytes() const { return bytes_; }
+    const Bytes &bytes() const { return bytes_; }
 
     float get(std::int64_t i) const { return load_value(dtype_, bytes_.data(), i); }
     void set(std::int64_t i, float value) { store_value(dtype_, bytes_.data(), i, value); }
@@ -148,7 +166,7 @@ public:
 private:
     DType dtype_ = DType::f32;
     Shape shape_;
-    std::vector<unsigned char> bytes_;
+    Bytes bytes_;
 };
 
 }  // namespace ref

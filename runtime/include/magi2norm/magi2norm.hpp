@@ -244,14 +244,16 @@ private:
 // Streaming stores
 // ---------------------------------------------------------------------------------------------
 // Which CPU outputs are written with streaming (non-temporal) stores. They skip reading each
-// output line before writing it, which pays where the norm is bound by memory traffic and costs
-// a copy through the cache where it is bound by arithmetic. Results are identical either way.
-// The defaults follow measurements on a 2-core AVX2 machine (NOTES.md): wide FP32 outputs gain
-// 15-25%; BF16/FP16 outputs (bound by the encode) and 128-wide rows do not.
+// output line before writing it (a third of the memory traffic of a bf16 -> bf16 norm), and
+// leave the output out of the cache, so they pay for large outputs and cost small ones, which
+// their consumer would find in cache. Results are identical either way. Only outputs that can
+// be stored aligned take them: the first element aligned to 32 bytes (CMake option
+// MAGI2NORM_STREAM_ALIGNMENT; PyTorch's CPU allocator aligns to 64), rows dense and a multiple
+// of 32 bytes long, the other strides multiples of 32 bytes. Other outputs get ordinary stores.
 struct StreamingPolicy {
     std::int64_t min_output_bytes = 8 << 20;  // smaller outputs stay in cache for their consumer; 0 = never
-    int min_element_bytes = 4;                // output dtypes narrower than this are not streamed
-    std::int64_t min_row_elements = 1024;     // nor are rows (the normalized axis) shorter than this
+    int min_element_bytes = 2;                // output dtypes narrower than this are not streamed
+    std::int64_t min_row_elements = 1;        // nor are rows (the normalized axis) shorter than this
 };
 void set_streaming_policy(const StreamingPolicy &policy);
 StreamingPolicy streaming_policy();

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Streaming (non-temporal) stores for one output buffer of a Halide-generated LLVM module.
+
+Halide 21 has no schedule directive for non-temporal stores (upstream added Func::stream_stores()
+in 2026-07, after 21.0.0), and its IR cannot express one. This step stands in for it: it reads
+the LLVM IR a generator wrote (-e llvm_assembly), marks every vector store into the named buffer
+`!nontemporal`, and compiles the module to an object file with llvmlite's LLVM (a newer LLVM
+than Halide's reads Halide's IR).
+
+    stream_stores.py --buffer NAME --alignment BYTES IN.ll OUT.o
+
+- Which stores: those whose TBAA tag names the buffer (Halide tags every store with the buffer it
+  writes: `NAME`, or `NAME$<n>` when Halide renamed the Func to keep names unique, optionally
+  followed by `.<refinement>`). Scalar stores stay as they are.
+- Alignment: x86's movntdq faults on an unaligned address, and LLVM lowers a non-temporal store
+  it cannot prove aligned to scalar movnti. The generator's streaming variants require (and check
+  at run time) an output whose vector stores are all aligned to BYTES or to their own size, if
+  smaller (generators/magi2_norm_generator.cpp, require_streaming_layout), so each marked store
+  gets that alignment.
+- Ordering: non-temporal stores are weakly ordered, so every function that makes them issues an
+  sfence before it returns (x86): a parallel task's stores are visible before the task reports
+  done.
+Fails when no store was marked: the variant would silently have ordinary stores.
+"""
+import argparse
+import re
+import sys
+
+import llvmlite.binding as llvm
+
+
+def tbaa_tags(ir, buffer):
+    """The TBAA access tags of stores into `buffer`."""
+    types = set(re.findall(r'^(![0-9]+) = !\{!"%s(?:\$[0-9]+)?(?:\.[^"]*)?"' % re.escape(buffer), ir, re.M))
+    return {tag for tag, base in re.findall(r'^(![0-9]+) = !\{(![0-9]+), ![0-9]+, i64 [0-9]+\}', ir, re.M)
+            if base in types}
+
+
+def store_bytes(vector_type):
+    lanes, elem = re.fullmatch(r'<([0-9]+) x (\w+)>', vector_type).groups()
+    bits = {'half': 16, 'bfloat': 16, 'float': 32, 'double': 64}.get(elem) or int(elem[1:])
+    return int(lanes) * bits // 8
+
+
+def mark_stores(ir, buffer, alignment):
+    """Returns the rewritten module and the number of stores marked."""
+    tags = tbaa_tags(ir, buffer)
+    if not tags:
+        return ir, 0
+    store = re.compile(r'(store (<[0-9]+ x \w+>) [^\n]*?, align )([0-9]+)(, !tbaa (%s))(?=[,\n])'
+                       % '|'.join(re.escape(t) for t in sorted(tags)))
+    # The marker node takes the next free metadata number.
+    node = max(int(n) for n in re.findall(r'^!([0-9]+) = ', ir, re.M)) + 1
+    count = 0
+
+    def nontemporal(m):
+        nonlocal count
+        count += 1
+        size = store_bytes(m.group(2))
+        return '%s%d%s, !nontemporal !%d' % (m.group(1), min(alignment, size & -size), m.group(4), node)
+
+    functions = re.split(r'(?m)^(?=define )', ir)
+    for i, f in enumerate(functions):
+        before = count
+        f = store.sub(nontemporal, f)
+        if f.startswith('define ') and count > before:
+            f = re.sub(r'(?m)^(\s+)ret ', r'\1call void @llvm.x86.sse.sfence()\n\1ret ', f)
+        functions[i] = f
+    return ''.join(functions) + '\n!%d = !{i32 1}\ndeclare void @llvm.x86.sse.sfence()\n' % node, count
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--buffer', required=True, help='the output buffer (its Func name)')
+    parser.add_argument('--alignment', type=int, required=True, help='bytes every vector store is aligned to')
+    parser.add_argument('input', help='LLVM IR from the generator (.ll)')
+    parser.add_argument('output', help='object file to write')
+    args = parser.parse_args()
+
+    ir, count = mark_stores(open(args.input).read(), args.buffer, args.alignment)
+    if count == 0:
+        sys.exit('stream_stores.py: no vector store into buffer "%s" in %s' % (args.buffer, args.input))
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = llvm.parse_assembly(ir)
+    module.verify()
+    # As Halide compiles its objects: position-independent, small code model, full optimization
+    # (the IR is already optimized; this sets the code generator's level). The CPU and its
+    # features come from each function's attributes.
+    machine = llvm.Target.from_triple(module.triple).create_target_machine(opt=3, reloc='pic', codemodel='small')
+    with open(args.output, 'wb') as f:
+        f.write(machine.emit_object(module))
+
+
+if __name__ == '__main__':
+    main()
