@@ -190,10 +190,10 @@ private:
     void require_streaming_layout(int bytes) {
         out->set_host_alignment(bytes);
         out->dim(0).set_stride(1);
-        const auto in_bytes = [&](Expr elements) { return cast<int64_t>(elements) * storage_type(out_type).bytes(); };
-        Expr aligned = in_bytes(out->dim(0).extent()) % bytes == 0;
+        const auto bytes_of = [&](Expr elements) { return cast<int64_t>(elements) * storage_type(out_type).bytes(); };
+        Expr aligned = bytes_of(out->dim(0).extent()) % bytes == 0;
         for (int i = 1; i < 4; ++i) {
-            aligned = aligned && (out->dim(i).extent() == 1 || in_bytes(out->dim(i).stride()) % bytes == 0);
+            aligned = aligned && (out->dim(i).extent() == 1 || bytes_of(out->dim(i).stride()) % bytes == 0);
         }
         add_requirement(aligned, "streaming-store variant: output rows and strides must be multiples of", bytes, "bytes");
     }
