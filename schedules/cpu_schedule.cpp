@@ -58,7 +58,9 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // T = 4096, 2 threads (NOTES.md): pre-norm 0.64-0.67 -> 0.76 of the copy, mHC -> bf16
     // 0.67-0.71 -> 0.74-0.76, final f32 0.73-0.86 -> 0.76-0.91, bf16 -> f32 and Q/K unchanged.
     // Halide emits prefetchnta, which costs calls whose input sits in cache (pre-norm
-    // [256, 3072]: 169-177 -> 198-211 us), hence the size threshold.
+    // [256, 3072]: 169-177 -> 198-211 us), hence the size threshold. The streaming-store
+    // variants (`from_memory_only`) take this path for every contiguous call: the runtime sends
+    // them only calls with large outputs (StreamingPolicy).
     // Its last task shifts back over the one before it (recomputing fewer than `tokens_per_task`
     // rows, with the same values): under a guarded tail Halide drops the prefetch's token offset
     // and prefetches the current row.
@@ -75,6 +77,8 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // Every other call guards its last task instead, which computes no row twice: shifted, 16
     // tokens of the mHC width made 6 tasks of 3 rows, 18 rows of work.
     over_tasks(s.output, params.task_bytes, TailStrategy::GuardWithIf);
+    // With `from_memory_only` that condition is the one above, and Halide would hand back the
+    // same specialization and vectorize it twice (64-lane gathers, checked in the statements).
     if (!params.from_memory_only) s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
     lanes.vectorize(lane);
     lanes.update().specialize(s.x_inner_stride == 1).vectorize(lane);
