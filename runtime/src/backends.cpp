@@ -107,6 +107,7 @@ void install_halide_hooks() {
     static std::once_flag once;
     std::call_once(once, [] {
         halide_set_error_handler(capture_error);
+        install_parallel_loop();
 #if MAGI2NORM_HAS_CUDA
         default_acquire_context = halide_set_cuda_acquire_context(acquire_context);
         default_get_stream = halide_set_cuda_get_stream(get_stream);

@@ -17,8 +17,11 @@ struct CallContext {
     void *stream = nullptr;
 };
 
-// Installs the error capture and the CUDA hooks (once per process).
+// Installs the error capture, the library's parallel loop and the CUDA hooks (once per process;
+// every call of a variant comes after it).
 void install_halide_hooks();
+// Routes Halide's parallel loops through the library's (threads.cpp); install_halide_hooks calls it.
+void install_parallel_loop();
 // The message of the last Halide error on this thread, then cleared.
 std::string take_halide_error();
 // The CUDA context a call will use: `requested`, else the calling thread's current one, else

@@ -148,7 +148,7 @@ DType RMSNorm::output_dtype(DType input, std::optional<DType> out_dtype) const {
     return d;
 }
 
-void RMSNorm::forward(ConstTensorView x, const Grouping &grouping, TensorView out, std::optional<DType> out_dtype,
+void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const TensorView &out, std::optional<DType> out_dtype,
                       const Stream &stream) const {
     // Everything is checked before the kernel runs: a refused call writes nothing.
     const auto xv = detail::check_view(x.data, x.dtype, x.shape, x.strides, "input");

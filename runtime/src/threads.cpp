@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "HalideRuntime.h"
+#include "halide_calls.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm {
@@ -57,12 +58,19 @@ int forward_par_for(void *user_context, halide_task_t task, int min, int size, s
     return 0;
 }
 
-// Installed during static initialisation, before any norm can run, and never swapped out again:
-// Halide reads its do_par_for pointer without synchronisation, so changing it while another
-// thread runs a norm would be a data race. set_parallel_for switches the loop, under a lock.
-[[maybe_unused]] const auto previous_par_for = halide_set_custom_do_par_for(forward_par_for);
-
 }  // namespace
+
+namespace detail {
+
+// Called once, by install_halide_hooks, before the first variant runs (not from a static
+// initialiser: a linker drops this file from a static library unless the host uses one of its
+// functions, and such hosts then ran on Halide's own pool, tiny calls included; NOTES.md).
+// Never swapped out again: Halide reads its do_par_for pointer without synchronisation, so
+// changing it while another thread runs a norm would be a data race. set_parallel_for switches
+// the loop behind it, under a lock.
+void install_parallel_loop() { halide_set_custom_do_par_for(forward_par_for); }
+
+}  // namespace detail
 
 // The one Halide runtime inside the library owns the thread pool all variants share.
 void set_num_threads(int n) { halide_set_num_threads(n <= 0 ? 0 : n); }

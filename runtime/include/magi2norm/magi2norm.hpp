@@ -222,8 +222,9 @@ public:
     DType output_dtype(DType input, std::optional<DType> out_dtype = std::nullopt) const;
 
     // y = norm(x). `out` must have output_shape(x.shape) and output_dtype(x.dtype, out_dtype).
-    // `stream` picks the backend and, for CUDA, the caller's context and stream.
-    void forward(ConstTensorView x, const Grouping &grouping, TensorView out,
+    // `stream` picks the backend and, for CUDA, the caller's context and stream. The views are
+    // taken by reference: a copy would allocate their shapes and strides on every call.
+    void forward(const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
                  std::optional<DType> out_dtype = std::nullopt, const Stream &stream = {}) const;
 
     RMSNorm(const RMSNorm &other);
