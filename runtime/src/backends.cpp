@@ -38,9 +38,16 @@ Fn driver_function(const char *name, bool load) {
 }
 
 // The calling thread's current CUDA context, if the process has loaded the driver and made one
-// current (as a PyTorch host has).
+// current (as a PyTorch host has). A failed look-up is not kept: a host may load the driver after
+// the library first looked (a backend probe at import time, before PyTorch initialises CUDA).
 void *current_cuda_context() {
-    static const auto get_current = driver_function<int (*)(void **)>("cuCtxGetCurrent", false);
+    using GetCurrent = int (*)(void **);
+    static std::atomic<GetCurrent> found{nullptr};
+    GetCurrent get_current = found.load(std::memory_order_acquire);
+    if (get_current == nullptr) {
+        get_current = driver_function<GetCurrent>("cuCtxGetCurrent", false);
+        found.store(get_current, std::memory_order_release);
+    }
     void *context = nullptr;
     if (get_current == nullptr || get_current(&context) != 0) return nullptr;
     return context;

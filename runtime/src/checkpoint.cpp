@@ -1,6 +1,7 @@
 #include "magi2norm/checkpoint.hpp"
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "views.hpp"
@@ -9,13 +10,15 @@ namespace magi2norm {
 
 namespace {
 
-const std::string kWeightSuffix = ".weight";
+// constexpr, not a std::string: a host's static initialiser may load a checkpoint before a
+// dynamically initialised constant of this file is set up.
+constexpr std::string_view kWeightSuffix = ".weight";
 
-bool ends_with(const std::string &s, const std::string &suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-bool starts_with(const std::string &s, const std::string &prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 }  // namespace
 
@@ -24,7 +27,7 @@ Checkpoint Checkpoint::open(const std::string &path) { return Checkpoint(safeten
 Checkpoint::Checkpoint(safetensors::File file) : file_(std::move(file)) {}
 
 ConstTensorView Checkpoint::weight(const std::string &module, const NormConfig &config) const {
-    const std::string key = module + kWeightSuffix;
+    const std::string key = module + std::string(kWeightSuffix);
     const std::string where = file_.path() + ": ";
     if (!file_.contains(key)) throw Error(ErrorCode::weight, where + "no tensor '" + key + "' (the weight of '" + module + "')");
     const safetensors::TensorInfo &info = file_.tensor(key);

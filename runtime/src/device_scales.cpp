@@ -29,6 +29,10 @@ void RMSNorm::DeviceScales::upload_cuda(Entry &e, const std::vector<float> &scal
 
 RMSNorm::DeviceScales::Handles RMSNorm::DeviceScales::get(const std::vector<float> &scale, Backend backend,
                                                           void *context, void *stream) {
+    // The scale upload may be the first Halide runtime call of the process: its errors must reach
+    // the capture (not Halide's default handler, which aborts) and CUDA must use the caller's
+    // context and stream.
+    detail::install_halide_hooks();
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto &e : entries_) {
         if (e->backend == backend && e->context == context) return e->handles;

@@ -79,9 +79,6 @@ KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const C
                                                  shape_string(x.shape) + ")");
         }
     }
-    if (config.num_modality * config.num_patterns * config.dim > kMax) {
-        throw Error(ErrorCode::overflow, "the scale has more than 2^31 - 1 elements");
-    }
     return layout;
 }
 

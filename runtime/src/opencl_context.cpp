@@ -121,6 +121,20 @@ void *opencl_upload(void *context, const void *host, std::size_t bytes) {
     return mem;
 }
 
+OpenclExtent opencl_extent(const void *mem) {
+    static const auto mem_info = cl_function<decltype(&clGetMemObjectInfo)>("clGetMemObjectInfo");
+    auto *m = static_cast<cl_mem>(const_cast<void *>(mem));
+    std::size_t size = 0, offset = 0;
+    cl_mem parent = nullptr;
+    if (!mem_info || mem_info(m, CL_MEM_SIZE, sizeof size, &size, nullptr) != CL_SUCCESS ||
+        mem_info(m, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, nullptr) != CL_SUCCESS ||
+        mem_info(m, CL_MEM_OFFSET, sizeof offset, &offset, nullptr) != CL_SUCCESS) {
+        throw Error(ErrorCode::device, "a view's data is not a valid OpenCL buffer (cl_mem)");
+    }
+    // Sub-buffers are carved from buffers only, never from other sub-buffers: one level.
+    return {parent ? parent : m, parent ? offset : 0, size};
+}
+
 void opencl_release(void *mem) { cl_function<decltype(&clReleaseMemObject)>("clReleaseMemObject")(static_cast<cl_mem>(mem)); }
 
 }  // namespace magi2norm::detail
@@ -163,6 +177,7 @@ namespace {
 
 void *opencl_queue_context(void *) { no_opencl(); }
 void *opencl_upload(void *, const void *, std::size_t) { no_opencl(); }
+OpenclExtent opencl_extent(const void *) { no_opencl(); }
 void opencl_release(void *) {}
 
 }  // namespace magi2norm::detail

@@ -7,8 +7,18 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace magi2norm::detail {
+
+// Where the bytes of a cl_mem lie: the buffer they belong to (the parent of a sub-buffer, else
+// the cl_mem itself), their offset in it, and their count.
+struct OpenclExtent {
+    const void *root;
+    std::uint64_t offset, size;
+};
+// The extent of `mem`; throws Error(device) when it is not a valid cl_mem.
+OpenclExtent opencl_extent(const void *mem);
 
 // The cl_context of a cl_command_queue; throws Error(device) when OpenCL cannot tell.
 void *opencl_queue_context(void *queue);

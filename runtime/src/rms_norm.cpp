@@ -29,6 +29,12 @@ void check_config(const NormConfig &c) {
     if (__builtin_mul_overflow(c.num_modality, c.num_patterns, &n) || __builtin_mul_overflow(n, c.dim, &n)) {
         throw Error(ErrorCode::overflow, "num_modality * num_patterns * dim overflows");
     }
+    // The kernels index the scale with 32-bit extents and strides; refused here, before the
+    // scale is allocated, rather than by every call.
+    if (n > std::numeric_limits<std::int32_t>::max()) {
+        throw Error(ErrorCode::overflow, "the scale would have more than 2^31 - 1 elements (num_modality * num_patterns * dim = " +
+                                             std::to_string(n) + ")");
+    }
 }
 
 std::int64_t weight_size(const NormConfig &c) { return c.num_modality * c.num_patterns * c.dim; }
@@ -80,12 +86,36 @@ bool has_negative_stride(const detail::CheckedView &v) {
     return false;
 }
 
+// Views of OpenCL buffers (strides >= 0, so a view spans [0, hi - lo) of its buffer): each must fit
+// in its cl_mem, and the input and the output must not share bytes of one buffer, sub-buffers of
+// one parent included. OpenCL checks nothing of this when the kernel runs.
+void check_opencl_views(const detail::CheckedView &x, const detail::CheckedView &out) {
+    const auto within = [](const detail::CheckedView &v, const char *what) {
+        const auto extent = detail::opencl_extent(v.data);
+        const std::uint64_t needed = v.count == 0 ? 0 : v.hi - v.lo;
+        if (needed > extent.size) {
+            throw Error(ErrorCode::shape, std::string(what) + " view needs " + std::to_string(needed) +
+                                              " bytes but its OpenCL buffer holds " + std::to_string(extent.size));
+        }
+        return std::pair{extent, needed};
+    };
+    const auto [xe, x_bytes] = within(x, "input");
+    const auto [oe, out_bytes] = within(out, "output");
+    if (xe.root == oe.root && x_bytes > 0 && out_bytes > 0 && xe.offset < oe.offset + out_bytes &&
+        oe.offset < xe.offset + x_bytes) {
+        throw Error(ErrorCode::overlap, "input and output overlap in the same OpenCL buffer (in-place calls are not supported)");
+    }
+}
+
+// The count and the pointer of per-token ids in any memory; their values where the host can read
+// them (device ids are clamped to [0, M) by the kernel instead).
 void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
     if (grouping.num_tokens() != tokens) {
         throw Error(ErrorCode::grouping, "got " + std::to_string(grouping.num_tokens()) + " modality ids for " +
                                              std::to_string(tokens) + " tokens");
     }
     if (tokens > 0 && grouping.token_ids() == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
+    if (grouping.ids_memory() != Memory::host) return;
     for (std::int64_t t = 0; t < tokens; ++t) {
         const std::int32_t id = grouping.token_ids()[t];
         if (id < 0 || id >= config.num_modality) {
@@ -101,11 +131,8 @@ RMSNorm::RMSNorm(const RMSNorm &other)
     : config_(other.config_), scale_(other.scale_), device_scales_(std::make_unique<DeviceScales>()) {}
 
 RMSNorm &RMSNorm::operator=(const RMSNorm &other) {
-    if (this != &other) {
-        config_ = other.config_;
-        scale_ = other.scale_;
-        device_scales_ = std::make_unique<DeviceScales>();
-    }
+    // Copied first, then moved in: if the copy throws, this norm keeps its own config and scale.
+    if (this != &other) *this = RMSNorm(other);
     return *this;
 }
 
@@ -151,6 +178,7 @@ DType RMSNorm::output_dtype(DType input, std::optional<DType> out_dtype) const {
 void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const TensorView &out, std::optional<DType> out_dtype,
                       const Stream &stream) const {
     // Everything is checked before the kernel runs: a refused call writes nothing.
+    if (!device_scales_) throw Error(ErrorCode::config, "this norm has been moved from; give it a weight or assign a norm to it first");
     const auto xv = detail::check_view(x.data, x.dtype, x.shape, x.strides, "input");
     const auto ov = detail::check_view(out.data, out.dtype, out.shape, out.strides, "output");
     const DType want = output_dtype(x.dtype, out_dtype);
@@ -178,10 +206,10 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
         if (stream.stream == nullptr) {
             throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
         }
-        if (xv.data == ov.data) throw Error(ErrorCode::overlap, "input and output are the same OpenCL buffer (in-place calls are not supported)");
         if (has_negative_stride(xv) || has_negative_stride(ov)) {
             throw Error(ErrorCode::stride, "views of OpenCL buffers start at the buffer's first byte, so their strides must be >= 0");
         }
+        check_opencl_views(xv, ov);
     } else {
         detail::check_disjoint(xv, ov);
     }
@@ -200,7 +228,15 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
         throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config_.num_modality) +
                                              " but no grouping (group sizes or modality ids) was given");
     }
-    if (by_ids && call.memory == Memory::host) check_ids(config_, grouping, tokens);
+    if (by_ids) check_ids(config_, grouping, tokens);
+    if (cl_buffers && by_ids && tokens > 0) {
+        const std::uint64_t needed = static_cast<std::uint64_t>(tokens) * sizeof(std::int32_t);
+        const auto ids = detail::opencl_extent(grouping.token_ids());
+        if (needed > ids.size) {
+            throw Error(ErrorCode::grouping, "modality ids: " + std::to_string(tokens) + " tokens need " + std::to_string(needed) +
+                                                 " bytes but their OpenCL buffer holds " + std::to_string(ids.size));
+        }
+    }
 
     // Grouping by sizes reaches the kernel as up to kMaxGroups - 1 scalar group starts; more
     // modalities than that (host memory only) go as per-token ids made here, 4 bytes a token.

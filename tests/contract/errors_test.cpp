@@ -278,6 +278,26 @@ TEST_F(Errors, BadConfig) {
     config.dim = -3;
     const ref::HostTensor weight(DType::f32, {3});
     EXPECT_TRUE(throws_error([&] { RMSNorm(config, weight.view()); }, ErrorCode::config, {"dim"}));
+    // A scale no kernel can index (M * P * D past 2^31 - 1) is refused when the norm is made,
+    // before 8 GiB of it would be allocated.
+    config = config_of(2);
+    config.dim = std::int64_t{1} << 30;
+    EXPECT_TRUE(throws_error([&] { RMSNorm{config}; }, ErrorCode::overflow, {"2^31 - 1", "2147483648"}));
+}
+
+// A norm that has been moved from holds no scale: its calls are refused, not run on a missing
+// scale (which wrote nothing and reported success), and a new weight makes it usable again.
+TEST_F(Errors, MovedFromNormRefusesCalls) {
+    RMSNorm norm(config_of());
+    const RMSNorm moved_to(std::move(norm));
+    expect_refused(norm, x_.view(), Grouping::none(), ErrorCode::config, {"moved from"});  // NOLINT: use after move on purpose
+    const ref::HostTensor weight = random_weight(DType::bf16, {D}, rng_);
+    norm.set_weight(weight.view());
+    out_.fill_bytes(kPoison);
+    EXPECT_NO_THROW(norm.forward(x_.view(), Grouping::none(), out_.view()));
+    ref::HostTensor fresh_out(DType::bf16, {T, D});
+    RMSNorm(config_of(), weight.view()).forward(x_.view(), Grouping::none(), fresh_out.view());
+    EXPECT_TRUE(out_.bytes() == fresh_out.bytes()) << "the revived norm differs from a new one with the same weight";
 }
 
 }  // namespace

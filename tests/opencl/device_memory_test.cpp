@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <future>
 #include <string>
@@ -249,6 +250,73 @@ TEST_F(OpenCLBuffers, RefusedCallsLeaveTheOutputUntouched) {
         [&] { norm.forward(x, magi2norm::Grouping::none(), out, std::nullopt, {magi2norm::Backend::cpu}); },
         ErrorCode::device, {"cuda or opencl"}));
     EXPECT_TRUE(device_.download(out_mem, poison.size()) == poison);
+}
+
+// OpenCL checks nothing when a kernel reads or writes past a cl_mem, so the library must: each
+// view has to fit in its buffer, per-token ids have to cover every token, and the input and the
+// output must not share bytes, also when they are sub-buffers of one parent buffer. Every refusal
+// leaves the output untouched; sub-buffers that do not overlap are fine.
+TEST_F(OpenCLBuffers, ViewsMustFitTheirBuffersAndNotShareBytes) {
+    constexpr std::int64_t kTokens = 5, kDim = 64;
+    const magi2norm::RMSNorm norm({kDim, 1e-6f, 2, 1, std::nullopt});
+    const magi2norm::Stream on_queue{magi2norm::Backend::opencl, nullptr, device_.queue()};
+    const auto input = [](cl_mem mem) { return magi2norm::ConstTensorView(mem, DType::f32, {kTokens, kDim}, {}, Memory::device); };
+    const auto output = [](cl_mem mem) { return magi2norm::TensorView(mem, DType::f32, {kTokens, kDim}, {}, Memory::device); };
+    const std::size_t view_bytes = kTokens * kDim * sizeof(float);
+    // Every x value is 0.5, so every output element is 0.5 / sqrt(0.25 + eps).
+    std::vector<float> halves(kTokens * kDim, 0.5f);
+    Buffers buffers;
+    cl_mem x_mem = buffers.add(device_.upload(bytes_of(halves)));
+    const std::vector<unsigned char> poison(view_bytes, kPoison);
+    cl_mem out_mem = buffers.add(device_.upload(poison));
+    cl_mem short_mem = buffers.add(device_.upload(std::vector<unsigned char>(view_bytes - 4, kPoison)));
+    const std::vector<std::int32_t> ids = {0, 1, 0, 1, 1};
+    cl_mem ids_mem = buffers.add(device_.upload(bytes_of(ids)));
+    cl_mem short_ids_mem = buffers.add(device_.upload(bytes_of(std::vector<std::int32_t>{0, 1})));
+    const auto by_ids = [](cl_mem mem, std::int64_t count) {
+        return magi2norm::Grouping::ids(reinterpret_cast<const std::int32_t *>(mem), count, Memory::device);
+    };
+
+    // An output or an input one element longer than its buffer.
+    EXPECT_TRUE(contract::throws_error([&] { norm.forward(input(x_mem), by_ids(ids_mem, kTokens), output(short_mem), std::nullopt, on_queue); },
+                                       ErrorCode::shape, {"output", "OpenCL buffer holds"}));
+    EXPECT_TRUE(contract::throws_error([&] { norm.forward(input(short_mem), by_ids(ids_mem, kTokens), output(out_mem), std::nullopt, on_queue); },
+                                       ErrorCode::shape, {"input", "OpenCL buffer holds"}));
+    // Ids: fewer than the tokens, a buffer shorter than the tokens, a null handle.
+    EXPECT_TRUE(contract::throws_error([&] { norm.forward(input(x_mem), by_ids(ids_mem, 1), output(out_mem), std::nullopt, on_queue); },
+                                       ErrorCode::grouping, {"1 modality ids", "5 tokens"}));
+    EXPECT_TRUE(contract::throws_error([&] { norm.forward(input(x_mem), by_ids(short_ids_mem, kTokens), output(out_mem), std::nullopt, on_queue); },
+                                       ErrorCode::grouping, {"20 bytes", "holds 8"}));
+    EXPECT_TRUE(contract::throws_error([&] { norm.forward(input(x_mem), by_ids(nullptr, kTokens), output(out_mem), std::nullopt, on_queue); },
+                                       ErrorCode::null_data, {"ids"}));
+    EXPECT_TRUE(device_.download(out_mem, view_bytes) == poison);
+    EXPECT_TRUE(device_.download(short_mem, view_bytes - 4) == std::vector<unsigned char>(view_bytes - 4, kPoison));
+
+    // Sub-buffers of one parent: x at offset 0, the output one alignment step on (overlapping x)
+    // or past x's bytes (apart).
+    cl_uint align_bits = 0;
+    ASSERT_EQ(clGetDeviceInfo(device_.device(), CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr), CL_SUCCESS);
+    const std::size_t step = align_bits / 8, apart = (view_bytes + step - 1) / step * step;
+    std::vector<unsigned char> parent_bytes(apart + view_bytes, kPoison);
+    std::memcpy(parent_bytes.data(), halves.data(), view_bytes);
+    cl_mem parent = buffers.add(device_.upload(parent_bytes));
+    const auto sub = [&](std::size_t origin) {
+        const cl_buffer_region region{origin, view_bytes};
+        cl_int status = CL_SUCCESS;
+        cl_mem mem = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &status);
+        EXPECT_EQ(status, CL_SUCCESS);
+        return buffers.add(mem);
+    };
+    cl_mem x_sub = sub(0), overlapping = sub(step), after = sub(apart);
+    EXPECT_TRUE(contract::throws_error([&] { norm.forward(input(x_sub), by_ids(ids_mem, kTokens), output(overlapping), std::nullopt, on_queue); },
+                                       ErrorCode::overlap, {"same OpenCL buffer"}));
+    EXPECT_TRUE(device_.download(parent, parent_bytes.size()) == parent_bytes);
+    norm.forward(input(x_sub), by_ids(ids_mem, kTokens), output(after), std::nullopt, on_queue);
+    const std::vector<unsigned char> result = device_.download(after, view_bytes);
+    std::vector<float> y(kTokens * kDim);
+    std::memcpy(y.data(), result.data(), view_bytes);
+    const double expected = 0.5 / std::sqrt(0.25 + 1e-6);  // SPEC's formula for a row of 0.5, scale 1
+    for (float v : y) ASSERT_NEAR(v, expected, 1e-6 * expected);
 }
 
 }  // namespace
