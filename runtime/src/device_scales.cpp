@@ -19,7 +19,10 @@ void RMSNorm::DeviceScales::upload_cuda(Entry &e, const std::vector<float> &scal
     e.buffer.dim = &e.dim;
     e.buffer.flags = halide_buffer_flag_host_dirty;
     detail::CallContext call{e.context, stream};
-    if (halide_copy_to_device(&call, &e.buffer, detail::device_interface(e.backend)) != 0) {
+    // The copy is queued on the first caller's stream; waiting for it once means a later call on
+    // another stream of the context cannot read the scale before it has arrived.
+    if (halide_copy_to_device(&call, &e.buffer, detail::device_interface(e.backend)) != 0 ||
+        halide_device_sync(&call, &e.buffer) != 0) {
         throw Error(ErrorCode::device, std::string("cannot upload the scale to the ") + backend_name(e.backend) +
                                            " device: " + detail::take_halide_error());
     }

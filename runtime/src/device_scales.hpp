@@ -1,5 +1,6 @@
 // The scale of a norm in device memory, uploaded on the first device-memory call in each GPU
-// context and kept for the norm's lifetime, so later calls copy and allocate nothing.
+// context (CUDA: on that call's stream, waited for once) and kept for the norm's lifetime, so
+// later calls copy, allocate and wait for nothing.
 #pragma once
 
 #include <cstdint>
