@@ -107,14 +107,39 @@ void check_opencl_views(const detail::CheckedView &x, const detail::CheckedView 
     }
 }
 
-// The count and the pointer of per-token ids in any memory; their values where the host can read
-// them (device ids are clamped to [0, M) by the kernel instead).
-void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t tokens) {
+// Per-token ids must not share bytes with the output, which the kernel writes while it reads
+// them; in an OpenCL buffer they must also fit.
+void check_ids_apart_from_output(const std::int32_t *ids, std::int64_t tokens, const detail::CheckedView &out, bool cl_buffers) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(tokens) * sizeof(std::int32_t);
+    std::uint64_t ids_lo = reinterpret_cast<std::uintptr_t>(ids), out_lo = out.lo, out_hi = out.hi;
+    if (cl_buffers) {
+        const auto extent = detail::opencl_extent(ids);
+        if (bytes > extent.size) {
+            throw Error(ErrorCode::grouping, "modality ids: " + std::to_string(tokens) + " tokens need " + std::to_string(bytes) +
+                                                 " bytes but their OpenCL buffer holds " + std::to_string(extent.size));
+        }
+        const auto out_extent = detail::opencl_extent(out.data);
+        if (extent.root != out_extent.root) return;
+        ids_lo = extent.offset;
+        out_lo = out_extent.offset;
+        out_hi = out_lo + (out.hi - out.lo);
+    }
+    if (out.count > 0 && ids_lo < out_hi && out_lo < ids_lo + bytes) {
+        throw Error(ErrorCode::overlap, "modality ids and output memory overlap (the kernel would overwrite ids it reads)");
+    }
+}
+
+// Per-token ids, in any memory: their count and pointer, then their place (apart from the output),
+// then their values where the host can read them (device ids are clamped to [0, M) by the kernel).
+void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t tokens, const detail::CheckedView &out,
+               bool cl_buffers) {
     if (grouping.num_tokens() != tokens) {
         throw Error(ErrorCode::grouping, "got " + std::to_string(grouping.num_tokens()) + " modality ids for " +
                                              std::to_string(tokens) + " tokens");
     }
-    if (tokens > 0 && grouping.token_ids() == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
+    if (tokens == 0) return;
+    if (grouping.token_ids() == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
+    check_ids_apart_from_output(grouping.token_ids(), tokens, out, cl_buffers);
     if (grouping.ids_memory() != Memory::host) return;
     for (std::int64_t t = 0; t < tokens; ++t) {
         const std::int32_t id = grouping.token_ids()[t];
@@ -228,15 +253,7 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
         throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config_.num_modality) +
                                              " but no grouping (group sizes or modality ids) was given");
     }
-    if (by_ids) check_ids(config_, grouping, tokens);
-    if (cl_buffers && by_ids && tokens > 0) {
-        const std::uint64_t needed = static_cast<std::uint64_t>(tokens) * sizeof(std::int32_t);
-        const auto ids = detail::opencl_extent(grouping.token_ids());
-        if (needed > ids.size) {
-            throw Error(ErrorCode::grouping, "modality ids: " + std::to_string(tokens) + " tokens need " + std::to_string(needed) +
-                                                 " bytes but their OpenCL buffer holds " + std::to_string(ids.size));
-        }
-    }
+    if (by_ids) check_ids(config_, grouping, tokens, ov, cl_buffers);
 
     // Grouping by sizes reaches the kernel as up to kMaxGroups - 1 scalar group starts; more
     // modalities than that (host memory only) go as per-token ids made here, 4 bytes a token.

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -370,8 +371,10 @@ void write(const std::string &path, const std::vector<OutputTensor> &tensors,
     unsigned char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
 
-    // Write beside the target and rename, so that readers never see a half-written file.
-    const std::string temp = path + ".tmp." + std::to_string(::getpid());
+    // Write beside the target and rename, so that readers never see a half-written file. The
+    // name is unique per call, not only per process: two threads may write the same path.
+    static std::atomic<std::uint64_t> writes{0};
+    const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(writes.fetch_add(1));
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(ErrorCode::io, path, "cannot create " + temp + ": " + system_error_text());
     bool ok = write_all(fd, length, sizeof length) && write_all(fd, header.data(), header.size());

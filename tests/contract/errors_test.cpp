@@ -197,6 +197,10 @@ TEST_F(Errors, InputAndOutputOverlap) {
     const magi2norm::ConstTensorView x_first(memory.data(), DType::bf16, {T, D});
     expect_refused(norm, x_first, Grouping::none(), memory, {memory.data_at(T / 2 * D), DType::bf16, {T, D}},
                    ErrorCode::overlap, {"overlap"});
+    // Per-token ids inside the output's memory: the kernel would overwrite ids it still reads.
+    const RMSNorm two(config_of(2));
+    const auto *ids_in_out = reinterpret_cast<const std::int32_t *>(out_.data_at(D));
+    expect_refused(two, x_.view(), Grouping::ids(ids_in_out, T), ErrorCode::overlap, {"ids", "overlap"});
 }
 
 // Where the memory is gets checked before whether input and output overlap, which depends on
