@@ -59,7 +59,8 @@ typedef enum magi2norm_dtype {
 
 typedef enum magi2norm_memory {
     MAGI2NORM_MEMORY_HOST = 0,
-    MAGI2NORM_MEMORY_DEVICE = 1, /* a CUDA device pointer (CUdeviceptr), for the cuda backend */
+    MAGI2NORM_MEMORY_DEVICE = 1, /* cuda backend: a CUdeviceptr; opencl backend: a cl_mem (the view
+                                    starts at the buffer's first byte) */
     MAGI2NORM_MEMORY_RANGE_ = 0x7fffffff /* as MAGI2NORM_DTYPE_RANGE_ */
 } magi2norm_memory;
 
@@ -98,7 +99,8 @@ typedef enum magi2norm_backend {
 } magi2norm_backend;
 
 /* Where a call runs; CUDA: `context` a CUcontext (NULL: the thread's current one) and `stream` a
- * CUstream (NULL: the legacy default stream). */
+ * CUstream (NULL: the legacy default stream); OpenCL: `context` a cl_context (NULL: the queue's)
+ * and `stream` the cl_command_queue, which calls on cl_mem views need. */
 typedef struct magi2norm_stream {
     magi2norm_backend backend;
     void *context;

@@ -26,7 +26,7 @@ enum class DType : std::uint8_t { f32, bf16, f16 };
 
 // "f32", "bf16" or "f16".
 const char *dtype_name(DType dtype);
-// Accepts f32/float32/F32, bf16/bfloat16/BF16, f16/float16/half/F16; nullopt otherwise.
+// Accepts f32/float32/float/F32, bf16/bfloat16/BF16, f16/float16/half/F16; nullopt otherwise.
 std::optional<DType> parse_dtype(std::string_view name);
 // Bytes per element: 4 or 2.
 std::size_t dtype_size(DType dtype);
@@ -82,7 +82,9 @@ void set_default_backend(Backend backend);
 // the device and back, synchronously: a convenience, not the fast path). Device memory is used
 // in place: for the CUDA backend a CUDA device pointer (CUdeviceptr cast to a pointer), for the
 // OpenCL backend a cl_mem (cast to a pointer) whose first byte is the view's element 0, so its
-// strides must be >= 0 (make a sub-buffer to start elsewhere).
+// strides must be >= 0 (make a sub-buffer to start elsewhere). A cl_mem's size is checked: a view
+// that reaches past its buffer, or an input and output sharing bytes of one parent buffer, is
+// refused. A CUDA pointer's extent cannot be checked: the host vouches for it.
 enum class Memory : std::uint8_t { host, device };
 
 // The caller's execution context for a GPU call. CUDA: `context` is a CUcontext and `stream` a
