@@ -33,11 +33,11 @@ done
 bash scripts/setup.sh
 if [ "$with_torch" = 1 ] && ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; then
   echo "bench: installing torch into .venv"
-  .venv/bin/pip install -q --disable-pip-version-check torch
+  .venv/bin/pip install -q --disable-pip-version-check torch==2.15.0
 fi
 if ! .venv/bin/python -c 'import matplotlib' 2>/dev/null; then
   echo "bench: installing matplotlib into .venv"
-  .venv/bin/pip install -q --disable-pip-version-check matplotlib
+  .venv/bin/pip install -q --disable-pip-version-check matplotlib==3.11.2
 fi
 
 # The suite measures the CPU backend: the GPU and cross-compiled ARM variants and the tests

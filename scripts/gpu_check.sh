@@ -31,16 +31,18 @@ run)
   echo "== contract suite on the cuda backend (host views staged through the device)"
   # The 2.2 GB input test runs elsewhere; the golden files are in shared/ beside the checkout.
   # A failing step is reported and the next still runs: one device session has to show all of it.
+  # The exit status says whether any step failed.
+  failed=0
   MAGI2NORM_BACKEND=cuda MAGI2NORM_GOLDEN_DIR="$PWD/../shared/golden" \
-    timeout 300 "$bundle/magi2norm_contract_tests" --gtest_brief=1 --gtest_filter='-*Large*' | tail -n 15 ||
-    echo "gpu_check: the contract suite FAILED on cuda"
+    timeout 300 "$bundle/magi2norm_contract_tests" --gtest_brief=1 --gtest_filter='-*Large*' | tail -n 60 ||
+    { failed=1; echo "gpu_check: the contract suite FAILED on cuda"; }
   echo "== benchmark (device memory, caller's stream)"
   timeout 180 "$bundle/magi2norm_gpu_bench" --tokens 16384,65536 > "$bundle/ours.jsonl" ||
-    echo "gpu_check: the benchmark FAILED"
+    { failed=1; echo "gpu_check: the benchmark FAILED"; }
   timeout 180 "$bundle/magi2norm_gpu_bench_unroll1" --tokens 16384,65536 > "$bundle/unroll1.jsonl" ||
-    echo "gpu_check: the gpu_unroll=1 benchmark FAILED"
+    { failed=1; echo "gpu_check: the gpu_unroll=1 benchmark FAILED"; }
   timeout 300 python3 scripts/gpu_torch_peer.py --tokens 16384,65536 > "$bundle/torch.jsonl" ||
-    echo "gpu_check: the PyTorch peer FAILED (its columns show nan)"
+    { failed=1; echo "gpu_check: the PyTorch peer FAILED (its columns show nan)"; }
   if [ -n "${OUT:-}" ]; then cp "$bundle"/*.jsonl "$OUT/"; fi
   python3 - "$bundle/ours.jsonl" "$bundle/torch.jsonl" "$bundle/unroll1.jsonl" <<'PY'
 import json, sys
@@ -58,6 +60,7 @@ for r in ours:
           f"{r['fraction_of_copy']:.2f} | {e:.3f} | {c:.3f} | {e / r['ms']:.2f}x | {c / r['ms']:.2f}x | {r['max_rel_err']:.1e} | "
           f"{u.get('ms', float('nan')):.3f} | {u.get('fraction_of_copy', float('nan')):.2f} |")
 PY
+  exit "$failed"
   ;;
 *)
   sed -n '2,10p' "$0"

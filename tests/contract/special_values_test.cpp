@@ -60,6 +60,35 @@ TEST(SpecialValues, ZeroRowsGiveZeros) {
     }
 }
 
+// eps is the norm's, not a constant: with eps = 0 an all-zero row is 0 * (1 / sqrt(0)) = NaN, as
+// the formula gives; with a large eps small rows shrink by the amount it says (checked against the
+// reference by the gates).
+TEST(SpecialValues, EpsIsTheNormsOwn) {
+    Rng rng(11);
+    for (DType in : kDTypes) {
+        for (DType out : kDTypes) {
+            SCOPED_TRACE(pair_name(in, out));
+            ref::HostTensor x = random_input(in, {3, 48}, rng);
+            for (std::int64_t d = 0; d < 48; ++d) {
+                x.set(d, 0.0f);                                   // row 0: zeros
+                x.set(48 + d, 0.01f * static_cast<float>(d % 7 + 1));  // row 1: mean square ~1e-3
+            }
+            const NormCase eps_zero = rows_case(x, out, random_weight(DType::f32, {48}, rng), 0.0f);
+            expect_contract(eps_zero);
+            for_row(eps_zero, 0, [](float y, std::int64_t d) { ASSERT_TRUE(std::isnan(y)) << "d " << d; });
+            const NormCase eps_large = rows_case(x, out, ref::HostTensor(DType::f32, {48}), 0.1f);
+            expect_contract(eps_large);
+            // Scale 1: y = x / sqrt(ms + 0.1); the row's ms is below 3e-3, so |y| < |x| / sqrt(0.1) and
+            // above |x| / sqrt(0.103), nowhere near x / rms (which has ms ~ 1).
+            for_row(eps_large, 1, [&](float y, std::int64_t d) {
+                const float xd = 0.01f * static_cast<float>(d % 7 + 1);
+                ASSERT_LT(std::fabs(y), 1.01f * xd / std::sqrt(0.1f)) << "d " << d;
+                ASSERT_GT(std::fabs(y), 0.99f * xd / std::sqrt(0.103f)) << "d " << d;
+            });
+        }
+    }
+}
+
 TEST(SpecialValues, NanAnywhereMakesTheRowNan) {
     Rng rng(2);
     for (DType in : kDTypes) {
