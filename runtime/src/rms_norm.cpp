@@ -90,9 +90,11 @@ bool has_negative_stride(const detail::CheckedView &v) {
 // in its cl_mem, and the input and the output must not share bytes of one buffer, sub-buffers of
 // one parent included. OpenCL checks nothing of this when the kernel runs.
 void check_opencl_views(const detail::CheckedView &x, const detail::CheckedView &out) {
+    // An empty view touches no buffer (its handle may be null).
     const auto within = [](const detail::CheckedView &v, const char *what) {
+        if (v.count == 0) return std::pair{detail::OpenclExtent{nullptr, 0, 0}, std::uint64_t{0}};
         const auto extent = detail::opencl_extent(v.data);
-        const std::uint64_t needed = v.count == 0 ? 0 : v.hi - v.lo;
+        const std::uint64_t needed = v.hi - v.lo;
         if (needed > extent.size) {
             throw Error(ErrorCode::shape, std::string(what) + " view needs " + std::to_string(needed) +
                                               " bytes but its OpenCL buffer holds " + std::to_string(extent.size));
@@ -118,6 +120,7 @@ void check_ids_apart_from_output(const std::int32_t *ids, std::int64_t tokens, c
             throw Error(ErrorCode::grouping, "modality ids: " + std::to_string(tokens) + " tokens need " + std::to_string(bytes) +
                                                  " bytes but their OpenCL buffer holds " + std::to_string(extent.size));
         }
+        if (out.count == 0) return;  // an empty output touches no buffer (its handle may be null)
         const auto out_extent = detail::opencl_extent(out.data);
         if (extent.root != out_extent.root) return;
         ids_lo = extent.offset;

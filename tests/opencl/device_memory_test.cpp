@@ -291,6 +291,10 @@ TEST_F(OpenCLBuffers, ViewsMustFitTheirBuffersAndNotShareBytes) {
                                        ErrorCode::null_data, {"ids"}));
     EXPECT_TRUE(device_.download(out_mem, view_bytes) == poison);
     EXPECT_TRUE(device_.download(short_mem, view_bytes - 4) == std::vector<unsigned char>(view_bytes - 4, kPoison));
+    // Empty views touch no buffer, so their handles may be null, as on the host.
+    EXPECT_NO_THROW(norm.forward(magi2norm::ConstTensorView(nullptr, DType::f32, {0, kDim}, {}, Memory::device),
+                                 magi2norm::Grouping::sizes({0, 0}),
+                                 magi2norm::TensorView(nullptr, DType::f32, {0, kDim}, {}, Memory::device), std::nullopt, on_queue));
 
     // Sub-buffers of one parent: x at offset 0, the output one alignment step on (overlapping x)
     // or past x's bytes (apart).
