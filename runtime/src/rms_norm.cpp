@@ -86,50 +86,38 @@ bool has_negative_stride(const detail::CheckedView &v) {
     return false;
 }
 
-// Views of OpenCL buffers (strides >= 0, so a view spans [0, hi - lo) of its buffer): each must fit
-// in its cl_mem, and the input and the output must not share bytes of one buffer, sub-buffers of
-// one parent included. OpenCL checks nothing of this when the kernel runs.
-void check_opencl_views(const detail::CheckedView &x, const detail::CheckedView &out) {
-    // An empty view touches no buffer (its handle may be null).
-    const auto within = [](const detail::CheckedView &v, const char *what) {
-        if (v.count == 0) return std::pair{detail::OpenclExtent{nullptr, 0, 0}, std::uint64_t{0}};
-        const auto extent = detail::opencl_extent(v.data);
-        const std::uint64_t needed = v.hi - v.lo;
-        if (needed > extent.size) {
-            throw Error(ErrorCode::shape, std::string(what) + " view needs " + std::to_string(needed) +
-                                              " bytes but its OpenCL buffer holds " + std::to_string(extent.size));
-        }
-        return std::pair{extent, needed};
-    };
-    const auto [xe, x_bytes] = within(x, "input");
-    const auto [oe, out_bytes] = within(out, "output");
-    if (xe.root == oe.root && x_bytes > 0 && out_bytes > 0 && xe.offset < oe.offset + out_bytes &&
-        oe.offset < xe.offset + x_bytes) {
-        throw Error(ErrorCode::overlap, "input and output overlap in the same OpenCL buffer (in-place calls are not supported)");
+// The bytes a view or the ids touch: [lo, hi) of `root`, an OpenCL buffer, or of the address
+// space (root null). Empty spans overlap nothing.
+struct ByteSpan {
+    const void *root;
+    std::uint64_t lo, hi;
+};
+
+bool overlap(const ByteSpan &a, const ByteSpan &b) { return a.root == b.root && a.lo < b.hi && b.lo < a.hi; }
+
+// The span of `bytes` from `data`. An OpenCL buffer's handle starts at its first byte and must
+// hold them all (OpenCL checks nothing when the kernel runs): else Error(`code`), "`what`
+// <bytes> bytes but the OpenCL buffer holds <size>". Nothing is looked up for 0 bytes (an empty
+// view's handle may be null).
+ByteSpan span_of(const void *data, std::uint64_t bytes, bool cl_buffer, ErrorCode code, const std::string &what) {
+    if (bytes == 0) return {nullptr, 0, 0};
+    if (!cl_buffer) {
+        const std::uint64_t lo = reinterpret_cast<std::uintptr_t>(data);
+        return {nullptr, lo, lo + bytes};
     }
+    const auto extent = detail::opencl_extent(data);
+    if (bytes > extent.size) {
+        throw Error(code, what + " " + std::to_string(bytes) + " bytes but the OpenCL buffer holds " + std::to_string(extent.size));
+    }
+    return {extent.root, extent.offset, extent.offset + bytes};
 }
 
-// Per-token ids must not share bytes with the output, which the kernel writes while it reads
-// them; in an OpenCL buffer they must also fit.
-void check_ids_apart_from_output(const std::int32_t *ids, std::int64_t tokens, const detail::CheckedView &out, bool cl_buffers) {
-    const std::uint64_t bytes = static_cast<std::uint64_t>(tokens) * sizeof(std::int32_t);
-    std::uint64_t ids_lo = reinterpret_cast<std::uintptr_t>(ids), out_lo = out.lo, out_hi = out.hi;
-    if (cl_buffers) {
-        const auto extent = detail::opencl_extent(ids);
-        if (bytes > extent.size) {
-            throw Error(ErrorCode::grouping, "modality ids: " + std::to_string(tokens) + " tokens need " + std::to_string(bytes) +
-                                                 " bytes but their OpenCL buffer holds " + std::to_string(extent.size));
-        }
-        if (out.count == 0) return;  // an empty output touches no buffer (its handle may be null)
-        const auto out_extent = detail::opencl_extent(out.data);
-        if (extent.root != out_extent.root) return;
-        ids_lo = extent.offset;
-        out_lo = out_extent.offset;
-        out_hi = out_lo + (out.hi - out.lo);
-    }
-    if (out.count > 0 && ids_lo < out_hi && out_lo < ids_lo + bytes) {
-        throw Error(ErrorCode::overlap, "modality ids and output memory overlap (the kernel would overwrite ids it reads)");
-    }
+// The span of a checked view: its byte range in the address space, or, for a view of an OpenCL
+// buffer (strides >= 0, so it spans [0, hi - lo) of its buffer), that range checked against the
+// buffer.
+ByteSpan span_of(const detail::CheckedView &v, bool cl_buffer, const char *what) {
+    if (!cl_buffer) return {nullptr, v.lo, v.hi};
+    return span_of(v.data, v.count == 0 ? 0 : v.hi - v.lo, true, ErrorCode::shape, std::string(what) + " view needs");
 }
 
 // Per-token ids, in any memory: their count and pointer, then their place (apart from the output),
@@ -142,7 +130,12 @@ void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t 
     }
     if (tokens == 0) return;
     if (grouping.token_ids() == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
-    check_ids_apart_from_output(grouping.token_ids(), tokens, out, cl_buffers);
+    // The kernel writes the output while it reads the ids: they must not share bytes.
+    const ByteSpan ids = span_of(grouping.token_ids(), static_cast<std::uint64_t>(tokens) * sizeof(std::int32_t), cl_buffers,
+                                 ErrorCode::grouping, "modality ids for " + std::to_string(tokens) + " tokens need");
+    if (overlap(ids, span_of(out, cl_buffers, "output"))) {
+        throw Error(ErrorCode::overlap, "modality ids and output memory overlap (the kernel would overwrite ids it reads)");
+    }
     if (grouping.ids_memory() != Memory::host) return;
     for (std::int64_t t = 0; t < tokens; ++t) {
         const std::int32_t id = grouping.token_ids()[t];
@@ -237,7 +230,11 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
         if (has_negative_stride(xv) || has_negative_stride(ov)) {
             throw Error(ErrorCode::stride, "views of OpenCL buffers start at the buffer's first byte, so their strides must be >= 0");
         }
-        check_opencl_views(xv, ov);
+        // OpenCL checks nothing of this when the kernel runs: each view must fit in its cl_mem,
+        // and input and output must not share bytes, sub-buffers of one parent included.
+        if (overlap(span_of(xv, true, "input"), span_of(ov, true, "output"))) {
+            throw Error(ErrorCode::overlap, "input and output overlap in the same OpenCL buffer (in-place calls are not supported)");
+        }
     } else {
         detail::check_disjoint(xv, ov);
     }
