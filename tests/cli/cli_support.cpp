@@ -1,28 +1,11 @@
 #include "cli_support.hpp"
 
-#include <algorithm>
-#include <filesystem>
-
 namespace cli_test {
 
 ProcessResult run_cli(const std::vector<std::string> &args, const TempDir &dir) {
     std::vector<std::string> argv{MAGI2NORM_CLI};
     argv.insert(argv.end(), args.begin(), args.end());
     return run_process(argv, dir.path().string());
-}
-
-std::vector<std::string> golden_names() {
-    std::vector<std::string> names;
-    std::error_code error;
-    for (const auto &entry : std::filesystem::directory_iterator(MAGI2NORM_GOLDEN_DIR, error)) {
-        if (entry.path().extension() == ".safetensors") names.push_back(entry.path().stem().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-std::string golden_path(const std::string &name) {
-    return (std::filesystem::path(MAGI2NORM_GOLDEN_DIR) / (name + ".safetensors")).string();
 }
 
 std::vector<magi2norm::safetensors::OutputTensor> tensors_of(const magi2norm::safetensors::File &file) {

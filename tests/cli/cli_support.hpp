@@ -1,5 +1,4 @@
-// What the CLI tests share: the built magi2-norm and the golden files (paths from CMake), and
-// rewriting a file's tensors to build a malformed or altered input.
+// What the CLI tests share: the built magi2-norm (its path from CMake), and rewriting a file's tensors to build a malformed or altered input.
 #pragma once
 
 #include <string>
@@ -13,10 +12,6 @@ namespace cli_test {
 
 // Runs magi2-norm with `args`, its output streams kept in `dir`.
 ProcessResult run_cli(const std::vector<std::string> &args, const TempDir &dir);
-
-// Golden file stems ("plain_bf16_d64", ...), sorted; empty when the folder is missing.
-std::vector<std::string> golden_names();
-std::string golden_path(const std::string &name);
 
 // Every tensor of `file` as writer input, pointing into the file's mapping.
 std::vector<magi2norm::safetensors::OutputTensor> tensors_of(const magi2norm::safetensors::File &file);

@@ -2,10 +2,14 @@
 // views, and the layout details other readers rely on (padding, empty tensors, alignment).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "magi2norm/safetensors.hpp"
+#include "reference/safetensors_file.hpp"
 #include "test_files.hpp"
 
 namespace st = magi2norm::safetensors;
@@ -55,6 +59,64 @@ TEST(SafetensorsRoundTrip, TensorsMetadataAndOrderSurvive) {
     EXPECT_TRUE(view.strides.empty());
     EXPECT_EQ(view.data, file.tensor("alpha").data);
     EXPECT_EQ(file.view("empty").dtype, DType::f16);
+}
+
+// The tests' own reader (tests/reference, no library code) reads what the library writes: names,
+// dtypes, shapes, bytes and metadata. A writer bug mirrored by the library's reader shows here.
+TEST(SafetensorsRoundTrip, AnIndependentReaderReadsWhatTheLibraryWrites) {
+    cli_test::TempDir dir;
+    const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f, -7.0f};
+    const std::vector<std::uint16_t> b = {0x3f80, 0xbf80, 0x7fc0}, c = {0x3c00, 0x7bff, 0x0001, 0x8000};
+    const std::vector<std::int32_t> ids = {2, 0, 1};
+    const std::string path = dir.file("independent.safetensors");
+    st::write(path, {{"zeta", "F32", {2, 3}, a.data()}, {"alpha", "BF16", {3}, b.data()}, {"half", "F16", {2, 2}, c.data()},
+                     {"ids", "I32", {3}, ids.data()}, {"empty", "F32", {0, 4}, nullptr}},
+              {{"dim", "3"}});
+
+    const ref::SafetensorsFile file = ref::SafetensorsFile::read(path);
+    EXPECT_EQ(file.names(), (std::vector<std::string>{"alpha", "empty", "half", "ids", "zeta"}));
+    EXPECT_EQ(file.metadata(), (std::map<std::string, std::string>{{"dim", "3"}}));
+    const ref::HostTensor zeta = file.tensor("zeta"), alpha = file.tensor("alpha"), half = file.tensor("half");
+    EXPECT_EQ(zeta.dtype(), DType::f32);
+    EXPECT_EQ(zeta.shape(), (std::vector<std::int64_t>{2, 3}));
+    EXPECT_EQ(std::memcmp(zeta.data(), a.data(), a.size() * 4), 0);
+    EXPECT_EQ(alpha.dtype(), DType::bf16);
+    EXPECT_EQ(std::memcmp(alpha.data(), b.data(), b.size() * 2), 0);
+    EXPECT_EQ(half.dtype(), DType::f16);
+    EXPECT_EQ(half.shape(), (std::vector<std::int64_t>{2, 2}));
+    EXPECT_EQ(std::memcmp(half.data(), c.data(), c.size() * 2), 0);
+    EXPECT_EQ(file.int32s("ids"), ids);
+    EXPECT_EQ(file.tensor("empty").size(), 0);
+}
+
+// Both readers see the same golden files: the contract suites read them with the tests' reader,
+// the tool with the library's.
+TEST(SafetensorsRoundTrip, BothReadersReadTheGoldenFilesAlike) {
+    ASSERT_FALSE(cli_test::golden_names().empty()) << "no golden files in " << MAGI2NORM_GOLDEN_DIR;
+    for (const std::string &stem : cli_test::golden_names()) {
+        const std::string path = cli_test::golden_path(stem);
+        SCOPED_TRACE(path);
+        const st::File library = st::File::open(path);
+        const ref::SafetensorsFile own = ref::SafetensorsFile::read(path);
+        EXPECT_EQ(own.metadata(), library.metadata());
+        std::vector<std::string> names = library.names();
+        std::sort(names.begin(), names.end());
+        ASSERT_EQ(own.names(), names);
+        for (const std::string &name : names) {
+            const st::TensorInfo &t = library.tensor(name);
+            if (t.dtype == "I32") {
+                const std::vector<std::int32_t> values = own.int32s(name);
+                ASSERT_EQ(values.size() * 4, t.nbytes) << name;
+                EXPECT_EQ(std::memcmp(values.data(), t.data, t.nbytes), 0) << name;
+                continue;
+            }
+            const ref::HostTensor tensor = own.tensor(name);
+            EXPECT_EQ(tensor.shape(), t.shape) << name;
+            EXPECT_EQ(tensor.dtype(), library.view(name).dtype) << name;
+            ASSERT_EQ(tensor.bytes().size(), t.nbytes) << name;
+            EXPECT_EQ(std::memcmp(tensor.data(), t.data, t.nbytes), 0) << name;
+        }
+    }
 }
 
 TEST(SafetensorsRoundTrip, HeaderIsPaddedToEightBytes) {

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -46,6 +47,20 @@ std::string safetensors_bytes(std::uint64_t declared_header_length, const std::s
 
 std::string safetensors_bytes(const std::string &header, const std::string &data) {
     return safetensors_bytes(header.size(), header, data);
+}
+
+std::vector<std::string> golden_names() {
+    std::vector<std::string> names;
+    std::error_code error;
+    for (const auto &entry : std::filesystem::directory_iterator(MAGI2NORM_GOLDEN_DIR, error)) {
+        if (entry.path().extension() == ".safetensors") names.push_back(entry.path().stem().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::string golden_path(const std::string &name) {
+    return (std::filesystem::path(MAGI2NORM_GOLDEN_DIR) / (name + ".safetensors")).string();
 }
 
 }  // namespace cli_test

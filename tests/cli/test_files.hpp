@@ -1,10 +1,11 @@
 // Scratch files for the tests: a temporary directory removed with its contents, whole-file
-// reads and writes, and hand-made safetensors bytes for the malformation tests.
+// reads and writes, hand-made safetensors bytes for the malformation tests, and the golden files.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace cli_test {
 
@@ -30,5 +31,10 @@ std::string read_file(const std::string &path);
 // when the header is right, any malformation the test wants otherwise.
 std::string safetensors_bytes(const std::string &header, const std::string &data = "");
 std::string safetensors_bytes(std::uint64_t declared_header_length, const std::string &header, const std::string &data);
+
+// Golden file stems ("plain_bf16_d64", ...) in MAGI2NORM_GOLDEN_DIR, sorted; empty when the
+// folder is missing.
+std::vector<std::string> golden_names();
+std::string golden_path(const std::string &name);
 
 }  // namespace cli_test

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cctype>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -17,16 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "magi2norm/safetensors.hpp"
 #include "norm_case.hpp"
 #include "reference/gates.hpp"
 #include "reference/reference.hpp"
+#include "reference/safetensors_file.hpp"
 
 namespace contract {
 namespace {
 
 namespace fs = std::filesystem;
-namespace st = magi2norm::safetensors;
 
 // MAGI2NORM_GOLDEN_DIR from the environment (a test binary carried to another machine), else the
 // folder the build was configured with.
@@ -59,44 +57,37 @@ DType dtype_of(const std::map<std::string, std::string> &metadata, const std::st
     return *dtype;
 }
 
-std::vector<std::int32_t> int32_values(const st::TensorInfo &tensor) {
-    if (tensor.dtype != "I32") throw std::runtime_error(tensor.name + " is not I32");
-    std::vector<std::int32_t> values(tensor.nbytes / sizeof(std::int32_t));
-    std::memcpy(values.data(), tensor.data, tensor.nbytes);
-    return values;
-}
-
-// A golden file read into a NormCase (x and y views point into the mapped file).
+// A golden file read into a NormCase (x points into the case's own copy of the file's x), through
+// the tests' own safetensors reader.
 struct GoldenCase {
-    st::File file;
+    ref::SafetensorsFile file;
+    ref::HostTensor x, y, y_f32;
     NormCase norm;
-    magi2norm::ConstTensorView y, y_f32;
 
-    explicit GoldenCase(const std::string &path) : file(st::File::open(path)) {
+    explicit GoldenCase(const std::string &path)
+        : file(ref::SafetensorsFile::read(path)), x(file.tensor("x")), y(file.tensor("y")), y_f32(file.tensor("y_f32")) {
         const auto &meta = file.metadata();
         norm.config.dim = std::stoll(meta.at("dim"));
         norm.config.eps = std::stof(meta.at("eps"));
         norm.config.num_modality = std::stoll(meta.at("num_modality"));
         norm.config.num_patterns = std::stoll(meta.at("num_patterns"));
         norm.config.out_dtype = dtype_of(meta, "out_dtype");
-        norm.x = file.view("x");
-        norm.weight = ref::HostTensor::copy_of(file.view("weight"));
-        y = file.view("y");
-        y_f32 = file.view("y_f32");
+        norm.x = x.view();
+        norm.weight = file.tensor("weight");
         const std::string &grouping = meta.at("grouping");
         const std::int64_t M = norm.config.num_modality;
         if (grouping == "ids") {
-            norm.grouping = GroupingSpec::by_ids(int32_values(file.tensor("modality")), M);
+            norm.grouping = GroupingSpec::by_ids(file.int32s("modality"), M);
         } else if (grouping == "sizes") {
-            const std::vector<std::int32_t> sizes = int32_values(file.tensor("group_sizes"));
+            const std::vector<std::int32_t> sizes = file.int32s("group_sizes");
             norm.grouping = GroupingSpec::by_sizes({sizes.begin(), sizes.end()});
         } else if (grouping != "none") {
             throw std::runtime_error("unknown grouping " + grouping);
         }
         // The metadata and the tensors must tell one story.
-        EXPECT_EQ(norm.x.dtype, dtype_of(meta, "in_dtype"));
+        EXPECT_EQ(x.dtype(), dtype_of(meta, "in_dtype"));
         EXPECT_EQ(norm.weight.dtype(), dtype_of(meta, "weight_dtype"));
-        EXPECT_EQ(y.dtype, *norm.config.out_dtype);
+        EXPECT_EQ(y.dtype(), *norm.config.out_dtype);
     }
 };
 
@@ -112,12 +103,12 @@ TEST_P(Golden, LibraryPassesThreeGates) {
     const ref::HostTensor out = run_library(golden.norm);
     const ref::HostTensor own_f32 = run_library(golden.norm, DType::f32);
 
-    EXPECT_TRUE(ref::gate1_close(own_f32.view(), golden.y_f32));
+    EXPECT_TRUE(ref::gate1_close(own_f32.view(), golden.y_f32.view()));
     if (out.dtype() == DType::f32) {
-        EXPECT_TRUE(ref::gate1_close(out.view(), golden.y));
+        EXPECT_TRUE(ref::gate1_close(out.view(), golden.y.view()));
     } else {
         EXPECT_TRUE(ref::gate2_cast_of_own_f32(out.view(), own_f32.view()));
-        EXPECT_TRUE(ref::gate3_within_local_ulp(out.view(), golden.y));
+        EXPECT_TRUE(ref::gate3_within_local_ulp(out.view(), golden.y.view()));
     }
 }
 
@@ -125,9 +116,9 @@ TEST_P(Golden, ReferenceAgreesWithPyTorch) {
     const GoldenCase golden(GetParam());
     SCOPED_TRACE(golden.norm.describe());
     const ref::HostTensor y32 = run_reference(golden.norm);
-    EXPECT_TRUE(ref::gate1_close(y32.view(), golden.y_f32));
-    if (golden.y.dtype != DType::f32) {
-        EXPECT_TRUE(ref::gate3_within_local_ulp(y32.cast(golden.y.dtype).view(), golden.y));
+    EXPECT_TRUE(ref::gate1_close(y32.view(), golden.y_f32.view()));
+    if (golden.y.dtype() != DType::f32) {
+        EXPECT_TRUE(ref::gate3_within_local_ulp(y32.cast(golden.y.dtype()).view(), golden.y.view()));
     }
 }
 
