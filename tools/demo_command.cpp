@@ -52,6 +52,7 @@ CaseResult run_case(const DemoCase &c, std::uint64_t seed, CopyBandwidth &copy) 
 
     CaseResult r{&c, 0, traffic_bytes(c, norm), 0, {}};
     r.seconds = best_seconds(kRepeats, [&] { norm.forward(x, grouping, out_view); });
+    r.variant = last_variant();
     r.check = check_sampled_rows(c, data, out, kSampleTokens);
     r.copy_gbps = copy.gbps(r.bytes, kRepeats);
     return r;

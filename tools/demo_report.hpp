@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "demo_cases.hpp"
@@ -15,6 +16,7 @@ struct CaseResult {
     std::uint64_t bytes;  // input read once + output written once + scales (+ token ids)
     double copy_gbps;     // memcpy bandwidth for the same traffic and threads
     CheckResult check;
+    std::string variant;  // the AOT variant the timed calls ran (last_variant())
 };
 
 void print_table_header(std::int64_t tokens, int threads);

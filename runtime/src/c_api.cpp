@@ -191,6 +191,8 @@ void magi2norm_set_num_threads(int n) { magi2norm::set_num_threads(n); }
 
 int magi2norm_num_threads(void) { return magi2norm::num_threads(); }
 
+const char *magi2norm_last_variant(void) { return magi2norm::last_variant(); }
+
 void magi2norm_set_parallel_for(magi2norm_parallel_for parallel_for, void *context) {
     magi2norm::set_parallel_for(parallel_for, context);
 }

@@ -23,10 +23,12 @@ struct KernelEntry {
     int stream_alignment;    // streaming-store variants: the output alignment they need; else 0
     DType in, out;
     KernelFn fn;
+    const char *name;  // the pipeline's function name
 };
 
-#define MAGI2NORM_KERNEL(family, backend, cc, stream_alignment, in, out) \
-    {Backend::backend, cc, stream_alignment, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv},
+#define MAGI2NORM_KERNEL(family, backend, cc, stream_alignment, in, out)                             \
+    {Backend::backend, cc, stream_alignment, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv, \
+     "magi2_norm_" #family "_" #in "_" #out},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_kernel_list.inc"
 };
@@ -43,18 +45,18 @@ constexpr int cpu_stream_alignment() {
 // The variant for the dtype pair, with streaming stores or without; for CUDA the one built for
 // the highest capability the device has (or the lowest built, when the capability is unknown:
 // its failure then names the cause).
-KernelFn find_kernel(Backend backend, DType in, DType out, bool streaming, int device_capability) {
+const KernelEntry &find_kernel(Backend backend, DType in, DType out, bool streaming, int device_capability) {
     const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
         if (k.backend != backend || k.in != in || k.out != out || (k.stream_alignment > 0) != streaming) continue;
         // Only CUDA has more than one variant per pair; elsewhere the first match ends the
         // search (scanning all 45 entries took ~150 instructions a call, callgrind, NOTES.md).
-        if (backend != Backend::cuda) return k.fn;
+        if (backend != Backend::cuda) return k;
         if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
         if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
     }
     if (!best) best = lowest;
-    if (best) return best->fn;
+    if (best) return *best;
     throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " kernel for " +
                                        dtype_name(in) + " -> " + dtype_name(out));
 }
@@ -145,6 +147,9 @@ private:
     bool wrapped_ = false;
 };
 
+// What last_variant() reports: set once a kernel has completed.
+thread_local const char *t_last_variant = "";
+
 }  // namespace
 
 std::vector<Backend> compiled_kernel_backends() {
@@ -180,19 +185,26 @@ bool streams_output(const KernelCall &c) {
 void run_kernel(const KernelCall &c) {
     install_halide_hooks();
     const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.gpu_context) : 0;
-    const KernelFn fn = find_kernel(c.backend, c.in_dtype, c.out_dtype, streams_output(c), capability);
+    const KernelEntry &kernel = find_kernel(c.backend, c.in_dtype, c.out_dtype, streams_output(c), capability);
     KernelArgs k(c);
     Staging staging(c, &k.context);
     staging.input(k.x.buffer, c.x);
     staging.input(k.scale.buffer, c.scale);
     staging.input(k.ids.buffer, c.token_ids ? c.token_ids : c.zero_id);
     staging.output(k.out.buffer, c.out);
-    int status = fn(k.pack());
+    int status = kernel.fn(k.pack());
     if (status == 0) status = staging.finish(k.out.buffer);
     if (status != 0) {
         throw Error(ErrorCode::device, std::string(backend_name(c.backend)) + " kernel failed (Halide status " +
                                            std::to_string(status) + "): " + take_halide_error());
     }
+    t_last_variant = kernel.name;
 }
 
 }  // namespace magi2norm::detail
+
+namespace magi2norm {
+
+const char *last_variant() { return detail::t_last_variant; }
+
+}  // namespace magi2norm

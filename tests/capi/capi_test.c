@@ -65,6 +65,11 @@ static void test_forward(void) {
     out = tensor(y_bf16, MAGI2NORM_BF16, 2, shape_2x4, NULL);
     CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_BF16, NULL) == MAGI2NORM_OK);
     CHECK(memcmp(y_bf16, want_bf16, sizeof want_bf16) == 0);
+    {
+        const char *variant = magi2norm_last_variant();
+        const size_t n = strlen(variant);
+        CHECK(strncmp(variant, "magi2_norm_", 11) == 0 && n > 9 && strcmp(variant + n - 9, "_f32_bf16") == 0);
+    }
 
     /* The input read column-major through strides: element (r, d) at d * 2 + r. */
     {

@@ -22,7 +22,7 @@ TEST(CliDemo, JsonLinesHaveTheDocumentedKeys) {
         SCOPED_TRACE(line);
         const nlohmann::json j = nlohmann::json::parse(line);  // throws (fails the test) if not JSON
         for (const char *key : {"name", "shape", "in_dtype", "out_dtype", "num_modality", "grouping", "tokens",
-                                "seconds", "bytes", "gbps", "copy_gbps", "fraction_of_copy", "max_abs_err", "check"}) {
+                                "seconds", "bytes", "gbps", "copy_gbps", "fraction_of_copy", "max_abs_err", "check", "variant"}) {
             EXPECT_TRUE(j.contains(key)) << key;
         }
         EXPECT_EQ(j.at("check"), "pass");
@@ -32,6 +32,8 @@ TEST(CliDemo, JsonLinesHaveTheDocumentedKeys) {
         EXPECT_GT(j.at("seconds").get<double>(), 0.0);
         EXPECT_GT(j.at("gbps").get<double>(), 0.0);
         EXPECT_GT(j.at("copy_gbps").get<double>(), 0.0);
+        // 64 tokens are far below the streaming policy's outputs: the ordinary CPU variant.
+        EXPECT_EQ(j.at("variant"), "magi2_norm_cpu_" + j.at("in_dtype").get<std::string>() + "_" + j.at("out_dtype").get<std::string>());
         ++cases;
     }
     // The model's table: pre-norm (M = 1, by sizes, by ids), Q/K, mHC (f32, bf16 out), final.

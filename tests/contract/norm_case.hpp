@@ -2,6 +2,8 @@
 // the three gates of SPEC.md applied to it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +55,10 @@ ref::HostTensor run_library(const NormCase &c, std::optional<DType> out_override
 ref::HostTensor run_library(const NormCase &c);
 // The reference's pre-cast FP32 result.
 ref::HostTensor run_reference(const NormCase &c);
+
+// Whether magi2norm::last_variant() names a variant of `backend` for (in, out): the streaming-store
+// CPU family when `streaming`, else the backend's own ("cpu", "opencl", "cuda" or "cuda<cc>").
+testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming);
 
 // Runs the case (with its out dtype, and again with an FP32 override) and checks all three gates
 // explicitly, and that neither input nor weight changed.

@@ -5,7 +5,7 @@
 // stores. The layouts cover dense rows, a strided token axis and heads that are not adjacent;
 // the last two cases cannot be stored aligned (an output starting one element into a line,
 // rows of 1031 elements), so they must reach the ordinary variants: the streaming ones would
-// refuse them with an error.
+// refuse them with an error. Which variant each call ran is checked through last_variant().
 #include <gtest/gtest.h>
 
 #include "norm_case.hpp"
@@ -21,7 +21,11 @@ struct StreamCase {
     ref::Shape out_buffer;             // the memory the output view lives in
     std::vector<std::int64_t> strides;  // of the output view (empty: dense)
     std::int64_t offset = 0;            // of the view's first element in that memory, in elements
+    bool aligned = true;                // the streaming-store variants can store it
 };
+
+// MAGI2NORM_STREAM_ALIGNMENT: 0 when the build has no streaming-store variants.
+constexpr bool kStreamingVariants = MAGI2NORM_STREAM_ALIGNMENT > 0;
 
 class Streaming : public testing::Test {
 protected:
@@ -35,9 +39,11 @@ TEST_F(Streaming, SameBytesAsOrdinaryStores) {
         {"dense Q/K bf16 -> f32", DType::bf16, DType::f32, {257, 24, 128}, {257, 24, 128}, {}},
         {"token stride 2D", DType::f32, DType::f32, {129, 768}, {129, 2 * 768}, {2 * 768, 1}},
         {"heads apart", DType::bf16, DType::bf16, {65, 24, 128}, {24, 65, 128}, {128, 65 * 128, 1}},
-        {"output one element in", DType::bf16, DType::bf16, {64, 3072}, {64 * 3072 + 1}, {}, 1},
-        {"rows of 1031", DType::f32, DType::f32, {97, 1031}, {97, 1031}, {}},
+        {"output one element in", DType::bf16, DType::bf16, {64, 3072}, {64 * 3072 + 1}, {}, 1, false},
+        {"rows of 1031", DType::f32, DType::f32, {97, 1031}, {97, 1031}, {}, 0, false},
     };
+    // Streaming stores are a CPU path: on a GPU backend (the opencl pass) both calls take its variants.
+    const magi2norm::Backend backend = magi2norm::default_backend();
     for (const StreamCase &t : cases) {
         SCOPED_TRACE(t.name);
         const ref::HostTensor x = random_input(t.in, t.x, rng);
@@ -49,8 +55,10 @@ TEST_F(Streaming, SameBytesAsOrdinaryStores) {
 
         magi2norm::set_streaming_policy({0, 0, 0});
         norm.forward(x.view(), magi2norm::Grouping::none(), magi2norm::TensorView(direct.data_at(t.offset), t.out, t.x, t.strides));
+        EXPECT_TRUE(ran_variant(backend, t.in, t.out, false));
         magi2norm::set_streaming_policy({1, 0, 0});
         norm.forward(x.view(), magi2norm::Grouping::none(), magi2norm::TensorView(streamed.data_at(t.offset), t.out, t.x, t.strides));
+        EXPECT_TRUE(ran_variant(backend, t.in, t.out, t.aligned && kStreamingVariants && backend == magi2norm::Backend::cpu));
         EXPECT_TRUE(direct.bytes() == streamed.bytes());
     }
 }

@@ -134,6 +134,10 @@ magi2norm_status magi2norm_norm_forward_dlpack(const magi2norm_norm *norm, const
                                                const magi2norm_grouping *grouping, const DLTensor *out,
                                                magi2norm_dtype out_dtype, const magi2norm_stream *stream);
 
+/* The AOT variant this thread's last completed kernel ran, e.g. "magi2_norm_cpu_bf16_bf16"; ""
+ * before the first (magi2norm::last_variant). */
+const char *magi2norm_last_variant(void);
+
 /* Threads of CPU calls (n <= 0: every core, or HL_NUM_THREADS). */
 void magi2norm_set_num_threads(int n);
 int magi2norm_num_threads(void);

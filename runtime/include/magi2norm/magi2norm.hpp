@@ -77,6 +77,12 @@ bool backend_available(Backend backend, std::string *why = nullptr);
 // environment at first use, else cpu; set_default_backend changes it for the process.
 Backend default_backend();
 void set_default_backend(Backend backend);
+// The AOT variant that the calling thread's last completed kernel ran, by its function name
+// (the symbol profilers show): "magi2_norm_<family>_<in>_<out>", e.g. "magi2_norm_cpu_bf16_bf16",
+// "magi2_norm_cpu_stream_bf16_bf16" (streaming stores), "magi2_norm_cuda86_bf16_f32". Empty
+// before the thread's first; a refused or failed call leaves it as it was. Within a CPU variant
+// Halide picks the ISA (AVX-512, AVX2 or SSE4.1) at run time.
+const char *last_variant();
 
 // Where a view's data lives. Host memory works with every backend (the GPU backends copy it to
 // the device and back, synchronously: a convenience, not the fast path). Device memory is used
