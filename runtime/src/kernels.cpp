@@ -27,8 +27,8 @@ struct KernelEntry {
 };
 
 #define MAGI2NORM_KERNEL(family, backend, cc, stream_alignment, in, out)                             \
-    {Backend::backend, cc, stream_alignment, DType::in, DType::out, magi2_norm_##family##_##in##_##out##_argv, \
-     "magi2_norm_" #family "_" #in "_" #out},
+    {Backend::backend, cc, stream_alignment, DType::in, DType::out,                                  \
+     magi2_norm_##family##_##in##_##out##_argv, "magi2_norm_" #family "_" #in "_" #out},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_kernel_list.inc"
 };
