@@ -14,6 +14,12 @@ bundle=gpu_bundle
 
 case "${1:-}" in
 prepare)
+  # The CUDA toolkit (nvcc, cudart_static) is not something setup.sh installs: the benchmark
+  # needs one here, as on this project's machines (/usr/local/cuda).
+  if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    echo "gpu_check: prepare needs the CUDA toolkit (nvcc; /usr/local/cuda or on PATH)" >&2
+    exit 1
+  fi
   BUILD_DIR=build-gpu bash scripts/build.sh -DMAGI2NORM_BUILD_GPU_BENCH=ON -DMAGI2NORM_BUILD_BENCHMARKS=OFF \
     -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_ARM64=OFF "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc"
   # The same benchmark with the GPU schedule's loops not unrolled (gpu_unroll=1), the schedule's
@@ -24,16 +30,18 @@ prepare)
   rm -rf "$bundle" && mkdir -p "$bundle"
   cp build-gpu/tests/contract/magi2norm_contract_tests build-gpu/benchmarks/gpu/magi2norm_gpu_bench "$bundle/"
   cp build-gpu-unroll1/benchmarks/gpu/magi2norm_gpu_bench "$bundle/magi2norm_gpu_bench_unroll1"
+  # The golden files travel with the bundle: ../shared beside the checkout does not.
+  cp -r ../shared/golden "$bundle/golden"
   echo "gpu_check: $bundle/ ready; carry it to the GPU machine and run: bash scripts/gpu_check.sh run"
   ;;
 run)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
   echo "== contract suite on the cuda backend (host views staged through the device)"
-  # The 2.2 GB input test runs elsewhere; the golden files are in shared/ beside the checkout.
+  # The 2.2 GB input test runs elsewhere; the golden files came in the bundle.
   # A failing step is reported and the next still runs: one device session has to show all of it.
   # The exit status says whether any step failed.
   failed=0
-  MAGI2NORM_BACKEND=cuda MAGI2NORM_GOLDEN_DIR="$PWD/../shared/golden" \
+  MAGI2NORM_BACKEND=cuda MAGI2NORM_GOLDEN_DIR="$PWD/$bundle/golden" \
     timeout 300 "$bundle/magi2norm_contract_tests" --gtest_brief=1 --gtest_filter='-*Large*' | tail -n 60 ||
     { failed=1; echo "gpu_check: the contract suite FAILED on cuda"; }
   echo "== benchmark (device memory, caller's stream)"

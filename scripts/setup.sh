@@ -21,8 +21,11 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Root installs directly (CI); anyone else through sudo.
+  as_root=()
+  if [ "$(id -u)" -ne 0 ]; then as_root=(sudo --preserve-env=DEBIAN_FRONTEND); fi
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 PY=${PYTHON:-python3}
