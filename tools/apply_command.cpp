@@ -3,12 +3,27 @@
 // OUT. Golden files have exactly this layout, so `apply` on one reproduces its y and y_f32.
 #include "apply_command.hpp"
 
+#include <charconv>
+#include <filesystem>
+
 #include "cli_args.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "magi2norm/safetensors.hpp"
 
 namespace magi2norm::cli {
 namespace {
+
+// The parameters OUT records: those the run used, in canonical form (eps as the shortest text
+// that reads back as the same FP32), whether they came from flags, IN's metadata or defaults.
+void record_parameters(std::map<std::string, std::string> &metadata, const NormConfig &config, DType out_dtype) {
+    char eps[32];
+    const auto written = std::to_chars(eps, eps + sizeof eps, config.eps);
+    metadata["dim"] = std::to_string(config.dim);
+    metadata["eps"] = std::string(eps, written.ptr);
+    metadata["num_modality"] = std::to_string(config.num_modality);
+    metadata["num_patterns"] = std::to_string(config.num_patterns);
+    metadata["out_dtype"] = dtype_name(out_dtype);
+}
 
 // Flag name -> metadata key of each norm parameter.
 const std::map<std::string, std::string> kParameterFlags = {
@@ -19,8 +34,7 @@ const std::map<std::string, std::string> kParameterFlags = {
     {"--out-dtype", "out_dtype"},
 };
 
-// A parameter's text: the flag when given, else the file's metadata, else nullopt. Flags are
-// merged into `metadata` so that OUT records the parameters actually used.
+// A parameter's text: the flag when given, else the file's metadata, else nullopt.
 struct Parameters {
     std::map<std::string, std::string> metadata;
     std::map<std::string, std::string> from_flag;  // key -> the flag that set it
@@ -56,7 +70,7 @@ std::int64_t int_parameter(const Parameters &p, const std::string &path, const s
     const auto text = p.text(key);
     if (!text) return fallback;
     const auto value = parse_int(*text);
-    if (!value) bad_parameter(p, path, key, "an integer");
+    if (!value) bad_parameter(p, path, key, integer_expected(*text));
     return *value;
 }
 
@@ -68,10 +82,11 @@ NormConfig read_config(const Parameters &p, const std::string &path, const Const
     config.num_patterns = int_parameter(p, path, "num_patterns", 1);
     if (const auto eps = p.text("eps")) {
         const auto value = parse_float(*eps);
-        if (!value) bad_parameter(p, path, "eps", "a number");
+        if (!value) bad_parameter(p, path, "eps", number_expected(*eps));
         config.eps = *value;
     }
-    if (const auto out = p.text("out_dtype"); out && !out->empty() && *out != "none") {
+    // A file may say "none" (no output dtype of its own: the input's); a flag must name one.
+    if (const auto out = p.text("out_dtype"); out && (p.from_flag.count("out_dtype") != 0 || *out != "none")) {
         config.out_dtype = parse_dtype(*out);
         if (!config.out_dtype) bad_parameter(p, path, "out_dtype", "f32, bf16 or f16");
     }
@@ -118,11 +133,18 @@ int run_apply(const std::vector<std::string> &args) {
     if (parsed.positional.size() != 2) throw UsageError("apply needs IN.safetensors and OUT.safetensors");
     const std::string &in_path = parsed.positional[0], &out_path = parsed.positional[1];
     apply_threads_flag(parsed);
+    // OUT replaces its file at the end, so OUT = IN would leave nothing but y and y_f32.
+    std::error_code error;
+    if (std::filesystem::equivalent(in_path, out_path, error)) {
+        throw UsageError("OUT is the same file as IN, which it would replace; choose another OUT");
+    }
 
     const safetensors::File in = safetensors::File::open(in_path);
     const ConstTensorView x = in.view("x");
+    if (x.shape.empty()) throw Error(ErrorCode::shape, in_path + ": x is a scalar; it needs at least one axis (the normalized one)");
     Parameters parameters = merge_parameters(parsed, in.metadata());
-    const RMSNorm norm(read_config(parameters, in_path, x), in.view("weight"));
+    const NormConfig config = read_config(parameters, in_path, x);
+    const RMSNorm norm(config, in.view("weight"));
     const Grouping grouping = read_grouping(in);
 
     const std::vector<std::int64_t> shape = norm.output_shape(x.shape);
@@ -133,7 +155,7 @@ int run_apply(const std::vector<std::string> &args) {
     norm.forward(x, grouping, TensorView(y_f32.data(), DType::f32, shape), DType::f32);
     norm.forward(x, grouping, TensorView(y.data(), out_dtype, shape), out_dtype);
 
-    parameters.metadata["out_dtype"] = dtype_name(out_dtype);
+    record_parameters(parameters.metadata, config, out_dtype);
     safetensors::write(out_path,
                        {{"y", safetensors::dtype_tag(out_dtype), shape, y.data()},
                         {"y_f32", "F32", shape, y_f32.data()}},

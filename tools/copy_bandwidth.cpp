@@ -7,19 +7,12 @@
 #include "best_time.hpp"
 
 namespace magi2norm::cli {
-namespace {
-
-// Small copies rotate through enough buffers to cover this much memory, so that they stream
-// from DRAM like the large tensors of the model instead of hitting in the caches.
-constexpr std::size_t kMinFootprint = std::size_t{256} << 20;
-
-}  // namespace
 
 double CopyBandwidth::gbps(std::size_t traffic_bytes, int repeats) {
     if (const auto it = measured_.find(traffic_bytes); it != measured_.end()) return it->second;
     // A copy of N bytes reads N and writes N.
     const std::size_t size = std::max<std::size_t>(traffic_bytes / 2, 64);
-    const std::size_t pairs = std::max<std::size_t>(1, kMinFootprint / (2 * size));
+    const std::size_t pairs = std::max<std::size_t>(1, kDramFootprint / (2 * size));
     if (pool_.size() < 2 * size * pairs) {
         pool_ = std::vector<unsigned char>();  // release the old pool before taking the new one
         pool_.resize(2 * size * pairs);

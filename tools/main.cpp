@@ -2,6 +2,7 @@
 // crashes: library and file errors exit 1, command-line mistakes exit 2.
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,9 @@ int main(int argc, char **argv) {
         // library's, so the line reads "magi2-norm: error: <code>: <message>".
         const std::string message = e.what(), library = "magi2norm: ";
         return fail(1, message.rfind(library, 0) == 0 ? message.substr(library.size()) : message);
-    } catch (const std::exception &e) {  // file errors, allocation failures
+    } catch (const std::bad_alloc &) {
+        return fail(1, "out of memory (the input, its output or, for demo, --tokens is too large for this machine)");
+    } catch (const std::exception &e) {  // file errors
         return fail(1, e.what());
     }
 }

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <set>
@@ -362,26 +363,46 @@ std::string build_header(const std::string &path, const std::vector<OutputTensor
     return text;
 }
 
+// Where the data of a write to `path` ends up: through symlinks to the file they name (as `cp`
+// does), else `path` itself. A path that names a directory is refused.
+std::string write_target(const std::string &path) {
+    namespace fs = std::filesystem;
+    if (path.empty()) fail(ErrorCode::io, path, "empty output path");
+    fs::path target(path);
+    std::error_code error;
+    for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(target, error)); ++hops) {
+        const fs::path link = fs::read_symlink(target, error);
+        if (error) break;
+        target = link.is_absolute() ? link : target.parent_path() / link;
+    }
+    if (!target.has_filename() || fs::is_directory(target, error)) fail(ErrorCode::io, path, "is a directory, not a file");
+    return target.string();
+}
+
 }  // namespace
 
 void write(const std::string &path, const std::vector<OutputTensor> &tensors,
            const std::map<std::string, std::string> &metadata) {
     std::vector<std::size_t> sizes;
     const std::string header = build_header(path, tensors, metadata, sizes);
+    const std::string target = write_target(path);
     unsigned char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
 
     // Write beside the target and rename, so that readers never see a half-written file. The
-    // name is unique per call, not only per process: two threads may write the same path.
+    // name is unique per call, not only per process: two threads may write the same path. A file
+    // that is replaced keeps its permissions.
     static std::atomic<std::uint64_t> writes{0};
-    const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(writes.fetch_add(1));
+    const std::string temp = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(writes.fetch_add(1));
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(ErrorCode::io, path, "cannot create " + temp + ": " + system_error_text());
-    bool ok = write_all(fd, length, sizeof length) && write_all(fd, header.data(), header.size());
+    struct stat existing {};
+    bool ok = ::stat(target.c_str(), &existing) != 0 || ::fchmod(fd, existing.st_mode & 07777) == 0;
+    ok = ok && write_all(fd, length, sizeof length) && write_all(fd, header.data(), header.size());
     for (std::size_t i = 0; ok && i < tensors.size(); ++i) ok = write_all(fd, tensors[i].data, sizes[i]);
     std::string failure = ok ? std::string() : "cannot write " + temp + ": " + system_error_text();
     if (::close(fd) != 0 && failure.empty()) failure = "cannot write " + temp + ": " + system_error_text();
-    if (failure.empty() && std::rename(temp.c_str(), path.c_str()) != 0) {
+    if (failure.empty() && std::rename(temp.c_str(), target.c_str()) != 0) {
         failure = "cannot rename " + temp + ": " + system_error_text();
     }
     if (!failure.empty()) {

@@ -123,14 +123,40 @@ TEST_F(CliErrors, UsageMistakesExitTwo) {
     expect_apply_fails(in, 2, "--dim needs an integer", {"--dim", "abc"});
     expect_apply_fails(in, 2, "--eps needs a number", {"--eps", "1e-6x"});
     expect_apply_fails(in, 2, "--out-dtype needs f32, bf16 or f16", {"--out-dtype", "f8"});
-    expect_apply_fails(in, 2, "--threads needs an integer in [1, 4096]", {"--threads", "0"});
+    expect_apply_fails(in, 2, "--threads needs an integer in [1, 256]", {"--threads", "0"});
+    expect_apply_fails(in, 2, "--threads needs an integer in [1, 256]", {"--threads", "300"});
     expect_apply_fails(in, 2, "--dim needs a value", {"--dim"});
+    expect_apply_fails(in, 2, "unknown option -o", {"-o"});
+    expect_apply_fails(in, 2, "--out-dtype needs f32, bf16 or f16", {"--out-dtype", ""});
+    // Numbers outside their type's range say so, rather than "not a number".
+    expect_apply_fails(in, 2, "--eps needs a number within FP32's range", {"--eps", "1e50"});
+    expect_apply_fails(in, 2, "--eps needs a number within FP32's range", {"--eps", "1e-50"});
+    expect_apply_fails(in, 2, "--dim needs an integer within int64", {"--dim", "99999999999999999999"});
 
     for (const std::vector<std::string> &args : std::vector<std::vector<std::string>>{{}, {"frobnicate"}, {"apply"}}) {
         const cli_test::ProcessResult run = cli_test::run_cli(args, dir_);
         EXPECT_TRUE(run.exited && run.status == 2) << cli_test::describe(run);
         EXPECT_NE(run.err.find("usage:"), std::string::npos) << run.err;
     }
+}
+
+// OUT = IN would replace IN with the output: refused, IN untouched, also through a symlink.
+TEST_F(CliErrors, OutMustNotBeIn) {
+    const std::string in = dir_.file("in.safetensors"), link = dir_.file("link.safetensors");
+    const std::string bytes = cli_test::read_file(cli_test::golden_path("plain_f32_d64"));
+    cli_test::write_file(in, bytes);
+    std::filesystem::create_symlink("in.safetensors", link);
+    for (const std::string &out : {in, link}) {
+        const cli_test::ProcessResult run = cli_test::run_cli({"apply", in, out}, dir_);
+        EXPECT_TRUE(run.exited && run.status == 2) << cli_test::describe(run);
+        EXPECT_NE(run.err.find("OUT is the same file as IN"), std::string::npos) << run.err;
+        EXPECT_EQ(cli_test::read_file(in), bytes) << "IN changed";
+    }
+}
+
+TEST_F(CliErrors, ScalarX) {
+    const std::string in = edited_golden("plain_f32_d64", [](auto &tensors, auto &) { find(tensors, "x").shape = {}; });
+    expect_apply_fails(in, 1, "x is a scalar");
 }
 
 TEST_F(CliErrors, HelpExitsZero) {
@@ -165,6 +191,20 @@ TEST(CliOptions, FlagsOverrideMetadata) {
     EXPECT_TRUE(ref::gate1_close(result.view("y_f32"), golden.view("y_f32")));
     EXPECT_EQ(result.metadata().at("dim"), "64");
     EXPECT_EQ(result.metadata().at("out_dtype"), "f32");
+}
+
+// OUT records every parameter the run used, defaults included, in canonical form.
+TEST(CliOptions, OutRecordsTheParametersUsed) {
+    cli_test::TempDir dir;
+    const st::File golden = st::File::open(cli_test::golden_path("plain_bf16_d64"));
+    const std::string in = dir.file("in.safetensors"), out = dir.file("out.safetensors");
+    st::write(in, cli_test::tensors_of(golden), {});  // no __metadata__ at all
+
+    const cli_test::ProcessResult run = cli_test::run_cli({"apply", in, out, "--eps", ".5e-5", "--dim", "064"}, dir);
+    ASSERT_TRUE(run.exited && run.status == 0) << cli_test::describe(run);
+    const std::map<std::string, std::string> want{
+        {"dim", "64"}, {"eps", "5e-06"}, {"num_modality", "1"}, {"num_patterns", "1"}, {"out_dtype", "bf16"}};
+    EXPECT_EQ(st::File::open(out).metadata(), want);
 }
 
 TEST(CliOptions, MissingOutDtypeMeansInputDtype) {

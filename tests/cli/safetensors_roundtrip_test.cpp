@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -203,6 +205,42 @@ TEST(SafetensorsWrite, FailuresAreIoErrorsAndLeaveNoFile) {
     } catch (const Error &e) {
         EXPECT_EQ(e.code(), ErrorCode::io);
         EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// An existing output is replaced in place: through a symlink to the file it names, keeping the
+// file's permissions. A directory or an empty path is refused with a message that says so.
+TEST(SafetensorsWrite, ReplacesThroughSymlinksKeepingPermissions) {
+    cli_test::TempDir dir;
+    const float one = 1.0f;
+    std::filesystem::create_directory(dir.path() / "real");
+    const std::string target = dir.file("real/target.safetensors"), link = dir.file("link.safetensors");
+    cli_test::write_file(target, "old");
+    std::filesystem::permissions(target, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::filesystem::create_symlink("real/target.safetensors", link);
+
+    st::write(link, {{"x", "F32", {1}, &one}});
+    EXPECT_TRUE(std::filesystem::is_symlink(link)) << "the link was replaced by a file";
+    EXPECT_EQ(st::File::open(target).names(), std::vector<std::string>{"x"});
+    EXPECT_EQ(std::filesystem::status(target).permissions(),
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path() / "real"), {}), 1) << "a temporary file was left";
+}
+
+TEST(SafetensorsWrite, DirectoriesAndEmptyPathsAreRefused) {
+    cli_test::TempDir dir;
+    const float one = 1.0f;
+    for (const std::string &path : {dir.path().string(), dir.path().string() + "/", std::string()}) {
+        try {
+            st::write(path, {{"x", "F32", {1}, &one}});
+            ADD_FAILURE() << "write to '" << path << "' did not throw";
+        } catch (const Error &e) {
+            EXPECT_EQ(e.code(), ErrorCode::io);
+            const std::string what = e.what();
+            EXPECT_TRUE(what.find("directory") != std::string::npos || what.find("empty") != std::string::npos) << what;
+            EXPECT_EQ(what.find(".tmp."), std::string::npos) << "names the temporary file: " << what;
+        }
     }
     EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }

@@ -270,8 +270,8 @@ StreamingPolicy streaming_policy();
 // ---------------------------------------------------------------------------------------------
 // Threads
 // ---------------------------------------------------------------------------------------------
-// Threads used by CPU calls (all calls in the process); n <= 0 restores the default, which is
-// every core (or HL_NUM_THREADS when set).
+// Threads used by CPU calls (all calls in the process, at most 256); n <= 0 restores the
+// default, which is every core (or HL_NUM_THREADS when set).
 void set_num_threads(int n);
 int num_threads();
 
