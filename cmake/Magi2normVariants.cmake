@@ -117,6 +117,7 @@ function(_magi2norm_streaming_library name alignment)
             COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
                     --buffer norm --alignment ${alignment} ${name}-${t}.ll ${name}-${t}.streaming.o
             DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.ll ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
+                    ${MAGI2NORM_LLVMLITE_STAMP}
             VERBATIM)
         list(APPEND objects ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.streaming.o)
     endforeach ()

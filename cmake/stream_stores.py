@@ -16,11 +16,15 @@ than Halide's reads Halide's IR).
   it cannot prove aligned to scalar movnti. The generator's streaming variants require (and check
   at run time) an output whose vector stores are all aligned to BYTES or to their own size, if
   smaller (generators/magi2_norm_generator.cpp, require_streaming_layout), so each marked store
-  gets that alignment.
+  gets that alignment; except 16-bit lanes on AVX-512, which claim 16 bytes: with more, LLVM
+  folds the 32 -> 16-bit narrowing into the store (vpmovdw to memory), which has no
+  non-temporal form, and drops the hint; at 16 it narrows in registers and stores with movntdq.
 - Ordering: non-temporal stores are weakly ordered, so every function that makes them issues an
   sfence before it returns (x86): a parallel task's stores are visible before the task reports
   done.
-Fails when no store was marked: the variant would silently have ordinary stores.
+Fails when no store was marked, when a masked store or scatter writes the buffer (left
+unmarked), or when a function with marked stores has no non-temporal instruction in its compiled
+code: the variant would silently have ordinary stores.
 """
 import argparse
 import re
@@ -43,12 +47,18 @@ def store_bytes(vector_type):
 
 
 def mark_stores(ir, buffer, alignment):
-    """Returns the rewritten module and the number of stores marked."""
+    """Returns the rewritten module, the number of stores marked and the names of the functions
+    that make them."""
     tags = tbaa_tags(ir, buffer)
     if not tags:
-        return ir, 0
-    store = re.compile(r'(store (<[0-9]+ x \w+>) [^\n]*?, align )([0-9]+)(, !tbaa (%s))(?=[,\n])'
-                       % '|'.join(re.escape(t) for t in sorted(tags)))
+        return ir, 0, []
+    tag_pattern = '|'.join(re.escape(t) for t in sorted(tags))
+    masked = re.search(r'call [^\n]*@llvm\.masked\.(?:store|scatter)[^\n]*!tbaa (?:%s)(?=[,\n])' % tag_pattern, ir)
+    if masked:
+        sys.exit('stream_stores.py: a masked store or scatter writes buffer "%s", which this step cannot mark:\n%s'
+                 % (buffer, masked.group(0)))
+    avx512 = re.search(r'"target-features"="[^"]*\+avx512f', ir) is not None
+    store = re.compile(r'(store (<[0-9]+ x \w+>) [^\n]*?, align )([0-9]+)(, !tbaa (%s))(?=[,\n])' % tag_pattern)
     # The marker node takes the next free metadata number.
     node = max(int(n) for n in re.findall(r'^!([0-9]+) = ', ir, re.M)) + 1
     count = 0
@@ -57,16 +67,31 @@ def mark_stores(ir, buffer, alignment):
         nonlocal count
         count += 1
         size = store_bytes(m.group(2))
-        return '%s%d%s, !nontemporal !%d' % (m.group(1), min(alignment, size & -size), m.group(4), node)
+        claimed = min(alignment, size & -size)
+        if avx512 and re.fullmatch(r'<[0-9]+ x (?:i16|half|bfloat)>', m.group(2)):
+            claimed = min(claimed, 16)
+        return '%s%d%s, !nontemporal !%d' % (m.group(1), claimed, m.group(4), node)
 
     functions = re.split(r'(?m)^(?=define )', ir)
+    marked = []
     for i, f in enumerate(functions):
         before = count
         f = store.sub(nontemporal, f)
         if f.startswith('define ') and count > before:
             f = re.sub(r'(?m)^(\s+)ret ', r'\1call void @llvm.x86.sse.sfence()\n\1ret ', f)
+            marked.append(re.match(r'define [^@]*@"?([^"(]+)"?\(', f).group(1))
         functions[i] = f
-    return ''.join(functions) + '\n!%d = !{i32 1}\ndeclare void @llvm.x86.sse.sfence()\n' % node, count
+    return ''.join(functions) + '\n!%d = !{i32 1}\ndeclare void @llvm.x86.sse.sfence()\n' % node, count, marked
+
+
+def functions_without_nontemporal(assembly, names):
+    """Those of `names` whose compiled code has no non-temporal store (movnt*)."""
+    missing = []
+    for name in names:
+        body = re.search(r'(?ms)^"?%s"?:\n(.*?)^\.Lfunc_end' % re.escape(name), assembly)
+        if body is None or not re.search(r'\bv?movnt', body.group(1)):
+            missing.append(name)
+    return missing
 
 
 def main():
@@ -77,7 +102,7 @@ def main():
     parser.add_argument('output', help='object file to write')
     args = parser.parse_args()
 
-    ir, count = mark_stores(open(args.input).read(), args.buffer, args.alignment)
+    ir, count, marked = mark_stores(open(args.input).read(), args.buffer, args.alignment)
     if count == 0:
         sys.exit('stream_stores.py: no vector store into buffer "%s" in %s' % (args.buffer, args.input))
 
@@ -89,6 +114,10 @@ def main():
     # (the IR is already optimized; this sets the code generator's level). The CPU and its
     # features come from each function's attributes.
     machine = llvm.Target.from_triple(module.triple).create_target_machine(opt=3, reloc='pic', codemodel='small')
+    # LLVM may drop the hint when it folds other work into a store: check the code it made.
+    missing = functions_without_nontemporal(machine.emit_assembly(module), marked)
+    if missing:
+        sys.exit('stream_stores.py: %s: no non-temporal store left in %s' % (args.input, ', '.join(missing)))
     with open(args.output, 'wb') as f:
         f.write(machine.emit_object(module))
 

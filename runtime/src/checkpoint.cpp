@@ -61,7 +61,9 @@ std::map<std::string, RMSNorm> Checkpoint::load_all(const std::string &prefix, c
     for (const std::string &key : file_.names()) {
         if (!starts_with(key, prefix)) continue;
         any_under_prefix = true;
-        if (!ends_with(key, kWeightSuffix) || key.size() == prefix.size() + kWeightSuffix.size()) continue;
+        // The module name sits between the prefix and ".weight"; a key with none (the weight of
+        // the prefix itself, "a.b.weight" under "a.b." or "a.b") is not a module under it.
+        if (!ends_with(key, kWeightSuffix) || key.size() <= prefix.size() + kWeightSuffix.size()) continue;
         const std::string module = key.substr(prefix.size(), key.size() - prefix.size() - kWeightSuffix.size());
         if (const std::optional<NormConfig> config = config_for(module)) norms.emplace(module, load(prefix + module, *config));
     }

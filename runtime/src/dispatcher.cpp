@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <climits>
+#include <new>
 #include <string>
 
 #include "views.hpp"
@@ -7,9 +9,17 @@ namespace magi2norm {
 
 ModalityDispatcher::ModalityDispatcher(const std::int32_t *mapping, std::int64_t num_tokens, std::int64_t num_modality) {
     if (num_modality < 1) throw Error(ErrorCode::config, "num_modality must be >= 1, got " + std::to_string(num_modality));
+    // Modality ids are int32: no id reaches a modality past INT32_MAX.
+    if (num_modality > INT32_MAX) {
+        throw Error(ErrorCode::config, "num_modality must be at most 2^31 - 1 (ids are int32), got " + std::to_string(num_modality));
+    }
     if (num_tokens < 0) throw Error(ErrorCode::shape, "negative token count " + std::to_string(num_tokens));
     if (num_tokens > 0 && mapping == nullptr) throw Error(ErrorCode::null_data, "modality mapping pointer is null");
-    group_sizes_.assign(static_cast<std::size_t>(num_modality), 0);
+    try {
+        group_sizes_.assign(static_cast<std::size_t>(num_modality), 0);
+    } catch (const std::bad_alloc &) {
+        throw Error(ErrorCode::config, "num_modality " + std::to_string(num_modality) + " needs more memory for its group tables than there is");
+    }
     for (std::int64_t t = 0; t < num_tokens; ++t) {
         const std::int32_t m = mapping[t];
         if (m < 0 || m >= num_modality) {

@@ -21,6 +21,9 @@ void check_rank_and_dim(const NormConfig &config, const Dims &shape) {
     if (shape.empty() || shape.size() > 4) {
         throw Error(ErrorCode::shape, "input must have rank 1 to 4, got shape " + shape_string(shape));
     }
+    for (const std::int64_t extent : shape) {
+        if (extent < 0) throw Error(ErrorCode::shape, "negative extent " + std::to_string(extent) + " in shape " + shape_string(shape));
+    }
     if (shape.back() != config.dim) {
         throw Error(ErrorCode::shape, "input last dim is " + std::to_string(shape.back()) + " but the norm's dim is " +
                                           std::to_string(config.dim) + " (shape " + shape_string(shape) + ")");

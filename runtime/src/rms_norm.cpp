@@ -62,11 +62,13 @@ void walk_group_sizes(const NormConfig &config, const Grouping &grouping, std::i
         throw Error(ErrorCode::grouping, "got " + std::to_string(sizes.size()) + " group sizes for num_modality " +
                                              std::to_string(config.num_modality));
     }
-    std::int64_t first = 0;
     for (std::size_t m = 0; m < sizes.size(); ++m) {
         if (sizes[m] < 0) {
             throw Error(ErrorCode::grouping, "group size " + std::to_string(m) + " is negative (" + std::to_string(sizes[m]) + ")");
         }
+    }
+    std::int64_t first = 0;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
         if (sizes[m] > tokens - first) {
             throw Error(ErrorCode::grouping, "group sizes sum past the token count " + std::to_string(tokens));
         }
@@ -148,8 +150,10 @@ void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t 
 
 }  // namespace
 
+// A copy of a moved-from norm is moved-from too (no device scales): its calls are refused.
 RMSNorm::RMSNorm(const RMSNorm &other)
-    : config_(other.config_), scale_(other.scale_), device_scales_(std::make_unique<DeviceScales>()) {}
+    : config_(other.config_), scale_(other.scale_),
+      device_scales_(other.device_scales_ ? std::make_unique<DeviceScales>() : nullptr) {}
 
 RMSNorm &RMSNorm::operator=(const RMSNorm &other) {
     // Copied first, then moved in: if the copy throws, this norm keeps its own config and scale.

@@ -78,7 +78,8 @@ void check_no_self_alias(const CheckedView &view, const char *what) {
             throw Error(ErrorCode::stride, std::string(what) + " axis " + std::to_string(axis) + " (stride " +
                                                std::to_string(view.strides[axis]) + ", extent " +
                                                std::to_string(view.shape[axis]) +
-                                               ") would write the same memory twice");
+                                               ") may address the same memory as the axes inside it: output strides"
+                                               " must order the axes without interleaving");
         }
         covered = stride * (view.shape[axis] - 1) + covered;
     }
@@ -87,7 +88,7 @@ void check_no_self_alias(const CheckedView &view, const char *what) {
 void check_disjoint(const CheckedView &in, const CheckedView &out) {
     if (in.count == 0 || out.count == 0) return;
     if (in.lo < out.hi && out.lo < in.hi) {
-        throw Error(ErrorCode::overlap, "input and output memory overlap (in-place calls are not supported)");
+        throw Error(ErrorCode::overlap, "input and output memory ranges overlap (in-place and interleaved views are not supported)");
     }
 }
 

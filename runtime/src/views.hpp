@@ -1,6 +1,7 @@
 // Checking tensor views (shape, strides, data, byte range) and copying between strided views.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,9 +23,13 @@ std::string shape_string(const Shape &shape) {
 // Error(overflow) past INT64_MAX.
 template <typename Shape>
 std::int64_t count_elements(const Shape &shape) {
-    std::int64_t count = 1;
     for (std::int64_t extent : shape) {
         if (extent < 0) throw Error(ErrorCode::shape, "negative extent " + std::to_string(extent));
+    }
+    // A zero extent anywhere makes the tensor empty, however large the other extents are.
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+    std::int64_t count = 1;
+    for (std::int64_t extent : shape) {
         if (__builtin_mul_overflow(count, extent, &count)) {
             throw Error(ErrorCode::overflow, "shape has more elements than fit in int64");
         }
@@ -32,14 +37,17 @@ std::int64_t count_elements(const Shape &shape) {
     return count;
 }
 
-// Row-major strides of `shape` into `strides` (same size); throws Error(overflow) past INT64_MAX.
+// Row-major strides of `shape` into `strides` (same size); throws Error(overflow) past INT64_MAX,
+// except for an empty shape, whose strides address nothing and saturate instead.
 template <typename Shape, typename Strides>
 void row_major_strides(const Shape &shape, Strides &strides) {
+    const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
     std::int64_t stride = 1;
     for (std::size_t i = shape.size(); i-- > 0;) {
         strides[i] = stride;
         if (shape[i] > 0 && __builtin_mul_overflow(stride, shape[i], &stride)) {
-            throw Error(ErrorCode::overflow, "shape has more elements than fit in int64");
+            if (!empty) throw Error(ErrorCode::overflow, "shape has more elements than fit in int64");
+            stride = INT64_MAX;
         }
     }
 }

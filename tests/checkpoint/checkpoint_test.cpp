@@ -129,6 +129,22 @@ TEST_F(PrefixTest, LoadAllByFunctionPicksTheNormsUnderThePrefix) {
     EXPECT_EQ(norms.at("mlp.pre_norm").scale(), ref::scale_of(values("block.layers.1.mlp.pre_norm.weight").view()));
 }
 
+// Under the prefix "block.layers.1.attention.", the key "...attention.proj.weight" is module
+// "proj"; under "block.layers.1.attention.proj." (or without the dot) the same key is that
+// module's own weight, with no module name under the prefix: skipped, not loaded as "weight".
+TEST_F(PrefixTest, AModulesOwnWeightIsNotAModuleUnderItsPrefix) {
+    const Checkpoint checkpoint = Checkpoint::open(dir_.file("model.safetensors"));
+    for (const char *prefix : {"block.layers.1.attention.proj.", "block.layers.1.attention.proj"}) {
+        std::vector<std::string> asked;
+        const auto norms = checkpoint.load_all(prefix, [&](const std::string &module) -> std::optional<NormConfig> {
+            asked.push_back(module);
+            return NormConfig{8};
+        });
+        EXPECT_TRUE(asked.empty()) << prefix << ": asked for '" << (asked.empty() ? "" : asked[0]) << "'";
+        EXPECT_TRUE(norms.empty()) << prefix;
+    }
+}
+
 TEST_F(PrefixTest, LoadAllByTable) {
     const Checkpoint checkpoint = Checkpoint::open(dir_.file("model.safetensors"));
     const auto norms = checkpoint.load_all("block.layers.10.", std::map<std::string, NormConfig>{

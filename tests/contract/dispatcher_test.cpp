@@ -72,6 +72,16 @@ TEST(Dispatcher, MatchesStableArgsortAndBincount) {
     }
 }
 
+// Ids are int32: more modalities than that is a config error (it allocated, or threw
+// std::length_error, before).
+TEST(Dispatcher, RejectsMoreModalitiesThanInt32Ids) {
+    const std::vector<std::int32_t> ids = {0, 1};
+    EXPECT_TRUE(throws_error([&] { ModalityDispatcher(ids.data(), 2, std::int64_t{1} << 40); }, magi2norm::ErrorCode::config,
+                             {"num_modality"}));
+    EXPECT_TRUE(throws_error([&] { ModalityDispatcher(ids.data(), 2, INT64_MAX); }, magi2norm::ErrorCode::config,
+                             {"num_modality"}));
+}
+
 TEST(Dispatcher, RejectsIdsOutOfRange) {
     const std::vector<std::int32_t> too_large = {0, 2, 3, 1};
     EXPECT_TRUE(throws_error([&] { ModalityDispatcher(too_large.data(), 4, 3); }, magi2norm::ErrorCode::modality_id,

@@ -139,6 +139,8 @@ TEST_F(Errors, BadGroupSizes) {
     expect_refused(norm, x_.view(), Grouping::sizes({3, 3, 0}), ErrorCode::grouping, {"sum"});
     expect_refused(norm, x_.view(), Grouping::sizes({2, 3}), ErrorCode::grouping, {"group sizes"});
     expect_refused(norm, x_.view(), Grouping::sizes({2, 3, 0, 0}), ErrorCode::grouping, {"group sizes"});
+    // A negative size is named even when the sizes before it already fill the tokens.
+    expect_refused(norm, x_.view(), Grouping::sizes({5, 1, -1}), ErrorCode::grouping, {"group size 2 is negative"});
 }
 
 TEST_F(Errors, ModalityIdsOutOfRange) {
@@ -183,6 +185,22 @@ TEST_F(Errors, EmptyTensorsMayHaveNullData) {
     const RMSNorm norm(config_of(3));
     EXPECT_NO_THROW(norm.forward({nullptr, DType::bf16, {0, D}}, Grouping::sizes({0, 0, 0}),
                                  {nullptr, DType::bf16, {0, D}}));
+    // Empty whatever the other extents, in any axis order: no element and no overflow in the
+    // count; the call refuses an extent past the kernels' int32 in either order alike.
+    const RMSNorm one(config_of());
+    const std::int64_t huge = std::int64_t{1} << 62;
+    for (const ref::Shape &shape : {ref::Shape{huge, 0, D}, ref::Shape{0, huge, D}}) {
+        EXPECT_EQ(magi2norm::element_count(shape), 0) << ref::format_shape(shape);
+        EXPECT_TRUE(throws_error([&] { one.forward({nullptr, DType::bf16, shape}, Grouping::none(), {nullptr, DType::bf16, shape}); },
+                                 ErrorCode::overflow, {"2^31"}))
+            << ref::format_shape(shape);
+    }
+}
+
+TEST_F(Errors, OutputShapeOfNegativeExtents) {
+    const RMSNorm norm(config_of(1, 3));
+    EXPECT_TRUE(throws_error([&] { norm.output_shape({-3, D}); }, ErrorCode::shape, {"negative"}));
+    EXPECT_TRUE(throws_error([&] { norm.output_shape({-1, 1, D}); }, ErrorCode::shape, {"negative"}));
 }
 
 TEST_F(Errors, InputAndOutputOverlap) {
@@ -302,6 +320,17 @@ TEST_F(Errors, MovedFromNormRefusesCalls) {
     ref::HostTensor fresh_out(DType::bf16, {T, D});
     RMSNorm(config_of(), weight.view()).forward(x_.view(), Grouping::none(), fresh_out.view());
     EXPECT_TRUE(out_.bytes() == fresh_out.bytes()) << "the revived norm differs from a new one with the same weight";
+}
+
+// A copy of a moved-from norm is moved-from too (it had no scale to copy): refused, not silent.
+TEST_F(Errors, CopiesOfAMovedFromNormRefuseCalls) {
+    RMSNorm norm(config_of());
+    const RMSNorm moved_to(std::move(norm));
+    const RMSNorm copy(norm);  // NOLINT: use after move on purpose
+    expect_refused(copy, x_.view(), Grouping::none(), ErrorCode::config, {"moved from"});
+    RMSNorm assigned(config_of());
+    assigned = norm;  // NOLINT: use after move on purpose
+    expect_refused(assigned, x_.view(), Grouping::none(), ErrorCode::config, {"moved from"});
 }
 
 }  // namespace
