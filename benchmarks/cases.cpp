@@ -31,7 +31,8 @@ double Case::bytes_moved() const {
     const auto sizes = group_sizes();
     const auto present = std::count_if(sizes.begin(), sizes.end(), [](std::int64_t n) { return n > 0; });
     const double n = static_cast<double>(elements());
-    return n * static_cast<double>(dtype_size(in) + dtype_size(out)) + static_cast<double>(present * dim() * 4);
+    const double ids = grouping == GroupingKind::ids ? static_cast<double>(tokens) * 4 : 0;  // int32 per token
+    return n * static_cast<double>(dtype_size(in) + dtype_size(out)) + static_cast<double>(present * dim() * 4) + ids;
 }
 
 std::string Case::name() const {

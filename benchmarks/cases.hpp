@@ -28,8 +28,8 @@ struct Case {
     std::vector<std::int64_t> shape() const;  // {T, row_shape...}
     // Tokens per modality, in modality order: 3/4 video, 3/16 audio, 1/16 text for M = 3.
     std::vector<std::int64_t> group_sizes() const;
-    // Bytes an ideal implementation moves: input read once, output written once, and the
-    // FP32 scale rows of the modalities present.
+    // Bytes an ideal implementation moves: input read once, output written once, the FP32
+    // scale rows of the modalities present, and the int32 ids when grouping by ids.
     double bytes_moved() const;
     // "<norm>/<in>_<out>/<M1|M3_sizes|M3_ids>/T<tokens>": the report parses this.
     std::string name() const;

@@ -23,8 +23,8 @@ struct Ceilings {
 // process. The report's header quotes these.
 const Ceilings &ceilings();
 
-// Measured now, with 128 MiB copies (well past the last-level cache), the mean of 3 runs each,
-// as a benchmark's time is a mean: about 0.1 s. A case's fractions use the ceilings measured
+// Measured now, with the same 512 MiB copies, the mean of 3 runs each, as a benchmark's time is
+// a mean: about 0.4 s. A case's fractions use the ceilings measured
 // around it (benchmarks/harness.cpp), so that load from other tenants of a shared machine,
 // which changes within a run, changes both sides of the ratio alike.
 Ceilings ceilings_now();

@@ -87,7 +87,18 @@ std::int64_t Workspace::modality_of(std::int64_t token) const {
 std::string Workspace::check(const void *out) const {
     const std::int64_t dim = case_.dim(), rows = case_.rows_per_token(), last = case_.tokens - 1;
     const double tolerance = std::max(1e-4, std::ldexp(1.0, -mantissa_bits(case_.out)));
-    for (std::int64_t token : {std::int64_t{0}, last / 2, last}) {
+    // The first, middle and last tokens, and the first token of every modality: a peer that
+    // picked the wrong modality's scale must fail here.
+    std::vector<std::int64_t> tokens{0, last / 2, last};
+    for (std::int64_t m = 0; m < case_.num_modality; ++m) {
+        for (std::int64_t t = 0; t <= last; ++t) {
+            if (modality_of(t) == m) {
+                tokens.push_back(t);
+                break;
+            }
+        }
+    }
+    for (std::int64_t token : tokens) {
         const float *scale = scale_.data() + modality_of(token) * dim;
         for (std::int64_t row = token * rows; row < (token + 1) * rows; ++row) {
             const auto base = static_cast<std::size_t>(row * dim);
