@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -105,6 +107,37 @@ TEST(SpecialValues, NanAnywhereMakesTheRowNan) {
                 for_row(c, row, [&](float y, std::int64_t d) { ASSERT_TRUE(std::isnan(y)) << "row " << row << " d " << d; });
             }
             for_row(c, 3, [](float y, std::int64_t d) { ASSERT_TRUE(std::isfinite(y)) << "d " << d; });
+        }
+    }
+}
+
+// NaNs whose mantissa is all ones: an encoder that rounds their bits like a number's carries
+// into the exponent or the sign (0x7fffffff + 0x8000 is 0x80007fff: BF16 -0), and one that
+// truncates a low payload (0x7f800001) makes an Inf. FP32 and FP16 inputs carry such payloads
+// through the arithmetic (BF16 inputs have no low bits to carry).
+TEST(SpecialValues, NanPayloadsStayNanInEveryOutput) {
+    Rng rng(12);
+    const std::uint32_t f32_nans[] = {0x7fffffffu, 0xffffffffu, 0x7f800001u, 0xff800001u, 0x7fff8000u};
+    const std::uint16_t f16_nans[] = {0x7fff, 0xffff, 0x7c01, 0xfc01, 0x7e00};
+    for (DType in : {DType::f32, DType::f16}) {
+        for (DType out : kDTypes) {
+            SCOPED_TRACE(pair_name(in, out));
+            constexpr std::int64_t D = 40;
+            constexpr std::int64_t rows = 5;
+            ref::HostTensor x = random_input(in, {rows, D}, rng);
+            for (std::int64_t row = 0; row < rows; ++row) {
+                void *where = x.data_at(row * D + 7 * row);
+                if (in == DType::f32) {
+                    std::memcpy(where, &f32_nans[row], sizeof f32_nans[row]);
+                } else {
+                    std::memcpy(where, &f16_nans[row], sizeof f16_nans[row]);
+                }
+            }
+            const NormCase c = rows_case(x, out, random_weight(DType::f32, {D}, rng));
+            expect_contract(c);
+            for (std::int64_t row = 0; row < rows; ++row) {
+                for_row(c, row, [&](float y, std::int64_t d) { ASSERT_TRUE(std::isnan(y)) << "row " << row << " d " << d; });
+            }
         }
     }
 }
