@@ -15,6 +15,15 @@ list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
 
 set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)
 
+# CPU variants: one multi-target object per dtype pair; Halide's runtime picks AVX-512, AVX2 or
+# SSE4.1 code from what the CPU reports (the last target is the fallback). Not Halide's `host`:
+# its compile-time detection goes by the CPU model, and on a VM that hides AVX-512 from a Zen 4
+# (cpuid leaf 7 without avx512f, XCR0 = 7) it still asks for AVX-512, whose code then faults.
+set(MAGI2NORM_X86_TARGETS
+    x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41
+    x86-64-linux-avx-avx2-f16c-fma-sse41
+    x86-64-linux-sse41)
+
 # magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>]
 #                        [BACKEND <cpu|opencl|cuda>] [COMPUTE_CAPABILITY <nn>] [CROSS <runtime>] [PTX]
 #                        [STREAM_ALIGNMENT <bytes>])
