@@ -26,18 +26,19 @@ set(MAGI2NORM_X86_TARGETS
 
 # magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>]
 #                        [BACKEND <cpu|opencl|cuda>] [COMPUTE_CAPABILITY <nn>] [CROSS <runtime>] [PTX]
-#                        [STREAM_ALIGNMENT <bytes>])
+#                        [STREAM_ALIGNMENT <bytes>] [PAIRED_WORDS])
 # BACKEND defaults to FAMILY; COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times
 # 10, that the variants run on. STREAM_ALIGNMENT (x86 CPU targets, at least two) makes the
 # variants that write their output with streaming stores, for outputs aligned to that many bytes
-# (_magi2norm_streaming_library).
+# (_magi2norm_streaming_library). PAIRED_WORDS makes the paired-word form of BF16 -> BF16 only
+# (generators/magi2_norm_generator.cpp, define_paired_words).
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
 # build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
 # With CROSS, the variants are for another machine: static libraries using that runtime, listed
 # in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's library).
 # With PTX (CUDA targets), each variant also writes its PTX, listed in MAGI2NORM_PTX_FILES.
 function(magi2norm_add_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;CROSS;BACKEND;COMPUTE_CAPABILITY;STREAM_ALIGNMENT" "TARGETS;PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX;PAIRED_WORDS" "FAMILY;CROSS;BACKEND;COMPUTE_CAPABILITY;STREAM_ALIGNMENT" "TARGETS;PARAMS")
     if (NOT ARG_BACKEND)
         set(ARG_BACKEND ${ARG_FAMILY})
     endif ()
@@ -56,8 +57,15 @@ function(magi2norm_add_variants)
     set(entries "")
     set(ptx_files "")
     list(LENGTH ARG_TARGETS num_targets)
-    foreach (in_type IN LISTS MAGI2NORM_DTYPES)
-        foreach (out_type IN LISTS MAGI2NORM_DTYPES)
+    set(dtypes ${MAGI2NORM_DTYPES})
+    set(paired 0)
+    if (ARG_PAIRED_WORDS)
+        set(dtypes bf16)
+        set(paired 1)
+        list(APPEND ARG_PARAMS paired_words=true)
+    endif ()
+    foreach (in_type IN LISTS dtypes)
+        foreach (out_type IN LISTS dtypes)
             set(name "magi2_norm_${ARG_FAMILY}_${in_type}_${out_type}")
             set(device_code_args "")
             if (ARG_PTX)
@@ -88,7 +96,7 @@ function(magi2norm_add_variants)
             if (ARG_PTX)
                 list(APPEND ptx_files ${ptx_file})
             endif ()
-            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_STREAM_ALIGNMENT}, ${in_type}, ${out_type})\n")
+            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_STREAM_ALIGNMENT}, ${paired}, ${in_type}, ${out_type})\n")
         endforeach ()
     endforeach ()
     if (ARG_CROSS)

@@ -54,8 +54,9 @@ inline Halide::Expr f16_to_f32(const Halide::Expr &bits) {
     return select(exponent == u32(0), subnormal, exponent == u32(31), inf_or_nan, normal);
 }
 
-// FP32 -> BF16 bits, round to nearest even; NaN gives NaN (0xffff), overflow rounds to inf.
-inline Halide::Expr f32_to_bf16(const Halide::Expr &value) {
+// FP32 -> BF16 as the high half of a uint32 (the low half is not cleared): round to nearest
+// even; NaN gives NaN (0xffff), overflow rounds to inf.
+inline Halide::Expr f32_to_bf16_high(const Halide::Expr &value) {
     using namespace Halide;
     Expr u = reinterpret<uint32_t>(value);
     // An unordered compare (one instruction; reliable under strict_float) finds NaN. NaN lanes
@@ -64,7 +65,26 @@ inline Halide::Expr f32_to_bf16(const Halide::Expr &value) {
     // two more vector operations per 8 lanes (NOTES.md, stop 15).
     Expr nan = is_nan(value);
     Expr biased = u + (u32(0x7fff) + ((u >> 16) & u32(1)));
-    return cast<uint16_t>(select(nan, u32(0xffffffff), biased) >> 16);
+    return select(nan, u32(0xffffffff), biased);
+}
+
+// FP32 -> BF16 bits, round to nearest even; NaN gives NaN (0xffff), overflow rounds to inf.
+inline Halide::Expr f32_to_bf16(const Halide::Expr &value) {
+    return Halide::cast<uint16_t>(f32_to_bf16_high(value) >> 16);
+}
+
+// Two BF16 values stored as one little-endian uint32 word: the element at the even position is
+// the low half, the odd one the high half. Decoding a half takes one operation (a shift or a
+// mask), with no widening; `odd` is 0 or 1.
+inline Halide::Expr bf16_pair_to_f32(const Halide::Expr &word, const Halide::Expr &odd) {
+    using namespace Halide;
+    return reinterpret<float>(select(odd == 0, word << 16, word & u32(0xffff0000)));
+}
+
+// The word of two encoded halves (f32_to_bf16_high of the even and the odd element): the odd
+// one stays in place, so the pair costs one shift, one mask and an or, with no pack or permute.
+inline Halide::Expr bf16_pair(const Halide::Expr &even_high, const Halide::Expr &odd_high) {
+    return (even_high >> 16) | (odd_high & u32(0xffff0000));
 }
 
 // FP32 -> FP16 bits, round to nearest even over the whole range.

@@ -36,7 +36,7 @@ enum class Storage { F32, BF16, F16 };
 const std::map<std::string, Storage> kStorageNames = {
     {"f32", Storage::F32}, {"bf16", Storage::BF16}, {"f16", Storage::F16}};
 
-Type storage_type(Storage s) { return s == Storage::F32 ? Float(32) : UInt(16); }
+Type element_type(Storage s) { return s == Storage::F32 ? Float(32) : UInt(16); }
 
 Expr decode(Storage s, const Expr &v, const Target &target) {
     switch (s) {
@@ -63,6 +63,9 @@ public:
     // 1 on GPUs: their schedule reduces single squares in FP64). Changes results within the
     // contract, not only speed, so it is an algorithm parameter.
     GeneratorParam<int> sum_steps{"sum_steps", 0};
+    // The paired-word form of BF16 -> BF16 (define_paired_words): x and out are uint32 words of
+    // two elements; the runtime sends it contiguous rows of a multiple of 16 elements.
+    GeneratorParam<bool> paired_words{"paired_words", false};
     // CPU schedule knobs (schedules/cpu_schedule.h).
     GeneratorParam<int> cpu_vector_width{"cpu_vector_width", 0};
     GeneratorParam<int> cpu_task_bytes{"cpu_task_bytes", 64 * 1024};
@@ -78,25 +81,22 @@ public:
     GeneratorParam<int> gpu_vector_width{"gpu_vector_width", 0};
     GeneratorParam<int> gpu_unroll{"gpu_unroll", 0};
 
+    // The buffers' element type: the storage type, or uint32 words of two in the paired form.
+    Type buffer_type(Storage storage) const { return paired_words ? UInt(32) : element_type(storage); }
+
     void configure() {
-        x = add_input<Buffer<>>("x", storage_type(in_type), 4);
+        x = add_input<Buffer<>>("x", buffer_type(in_type), 4);
         scale = add_input<Buffer<float>>("scale", 3);
         token_modality = add_input<Buffer<int32_t>>("token_modality", 1);
         for (int m = 1; m < kMaxGroups; ++m) group_starts.push_back(add_input<int32_t>("group_start_" + std::to_string(m)));
         eps = add_input<float>("eps");
-        out = add_output<Buffer<>>("out", storage_type(out_type), 4);
+        out = add_output<Buffer<>>("out", buffer_type(out_type), 4);
     }
 
     void generate() {
         schedules::NormStages s;
-        Var d = s.d, h = s.h, a = s.a, t = s.t;
-        Expr dim = x->dim(0).extent();
-        const int num_modality_dim = 2;
-        Expr num_modality = scale->dim(num_modality_dim).extent();
-
-        Func xf("xf");
-        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
-
+        Var t = s.t;
+        Expr num_modality = scale->dim(2).extent();
         // sum_d xf^2, each square in FP32 as the formula has it. The squares are grouped by
         // position, not by a schedule's vector width: lane l of block b adds the squares at
         // b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them: 4 on CPUs, 1 on
@@ -110,27 +110,9 @@ public:
         // elements): same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of
         // the copy, mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of squares");
-        const int steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
-        const int block = kSumLanes * steps;
-        Func square("square");
-        square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
-        // Positions past the row read as zero squares: adding 0 is exact, so the last, partial
-        // block adds the row's own squares in the same order as a whole block would. The
-        // boundary condition marks its test `likely`, so Halide peels the last block off the
-        // loop and whole blocks run without the test (checked in the CPU assembly). A separate
-        // tail reduction instead made Adams2019 abort (an empty loop at the estimates, D = 3072).
-        Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
-        s.sum_steps = steps;
-        s.blocks = RDom(0, kSumLanes, 0, (dim + block - 1) / block, "blocks");
-        Expr first = s.blocks.y * block + s.blocks.x;
-        Expr partial = padded(first, h, a, t);
-        for (int k = 1; k < steps; ++k) partial = partial + padded(first + k * kSumLanes, h, a, t);
+        s.sum_steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
         s.sum_squares = Func("sum_squares");
-        s.sum_squares(h, a, t) = cast<double>(0);
-        s.sum_squares(h, a, t) += cast<double>(partial);
-
-        s.inv_rms = Func("inv_rms");
-        s.inv_rms(h, a, t) = 1.0f / sqrt(cast<float>(s.sum_squares(h, a, t)) / cast<float>(dim) + *eps);
+        s.sum_squares(s.h, s.a, t) = cast<double>(0);
 
         // Modality of token t: its per-token id plus the number of group starts cu[1..] at or
         // below t. Grouping by sizes passes zero ids (a stride-0 view of one zero) and the
@@ -141,30 +123,26 @@ public:
         s.modality = Func("modality");
         s.modality(t) = clamp((*token_modality)(t) + later_groups, 0, num_modality - 1);
 
-        Func y32("y32");
-        y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
-
         s.output = Func("norm");
-        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), get_target());
+        if (paired_words) {
+            define_paired_words(s);
+        } else {
+            define_elements(s);
+        }
         *out = s.output;  // NOLINT: Output<Buffer> assignment from a Func
-
-        // Any strides: stride 0 carries broadcasting, a non-unit inner stride is a strided view.
-        x->dim(0).set_stride(Expr());
-        out->dim(0).set_stride(Expr());
-        token_modality->dim(0).set_stride(Expr());
-        scale->dim(1).set_stride(Expr());
+        set_layout();
 
         s.input = *x;
-        s.dim = dim;
         s.x_inner_stride = x->dim(0).stride();
         s.out_inner_stride = out->dim(0).stride();
-        s.in_bytes = storage_type(in_type).bytes();
-        s.out_bytes = storage_type(out_type).bytes();
+        s.in_bytes = element_type(in_type).bytes();
+        s.out_bytes = element_type(out_type).bytes();
         if (cpu_stream_alignment > 0) require_streaming_layout(cpu_stream_alignment);
 
         set_estimates();
         if (using_autoscheduler()) return;
         if (get_target().has_gpu_feature()) {
+            if (paired_words) throw CompileError("paired_words is a CPU form");
             schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
         } else {
             schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes, cpu_prefetch_bytes,
@@ -180,6 +158,108 @@ private:
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *out = nullptr;
 
+    // inv = 1 / sqrt(float32(sum) / D + eps), per row.
+    void define_inverse_rms(schedules::NormStages &s, const Expr &dim) {
+        s.dim = dim;
+        s.inv_rms = Func("inv_rms");
+        s.inv_rms(s.h, s.a, s.t) = 1.0f / sqrt(cast<float>(s.sum_squares(s.h, s.a, s.t)) / cast<float>(dim) + *eps);
+    }
+
+    // The formula over elements: any dtype pair, any strides.
+    void define_elements(schedules::NormStages &s) {
+        Var d = s.d, h = s.h, a = s.a, t = s.t;
+        Expr dim = x->dim(0).extent();
+        Func xf("xf");
+        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
+
+        const int block = kSumLanes * s.sum_steps;
+        Func square("square");
+        square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
+        // Positions past the row read as zero squares: adding 0 is exact, so the last, partial
+        // block adds the row's own squares in the same order as a whole block would. The
+        // boundary condition marks its test `likely`, so Halide peels the last block off the
+        // loop and whole blocks run without the test (checked in the CPU assembly). A separate
+        // tail reduction instead made Adams2019 abort (an empty loop at the estimates, D = 3072).
+        Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
+        s.blocks = RDom(0, kSumLanes, 0, (dim + block - 1) / block, "blocks");
+        Expr first = s.blocks.y * block + s.blocks.x;
+        Expr partial = padded(first, h, a, t);
+        for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(first + k * kSumLanes, h, a, t);
+        s.sum_squares(h, a, t) += cast<double>(partial);
+        define_inverse_rms(s, dim);
+
+        Func y32("y32");
+        y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
+        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), get_target());
+    }
+
+    // The same formula over paired words, for BF16 -> BF16 rows of a multiple of 16 elements
+    // with unit inner strides: word w of a row holds the elements at 2w (low half) and 2w + 1.
+    // Positions are named (ji, odd, jo) = 16 jo + 2 ji + odd, so word 8 jo + ji holds (ji, 0, jo)
+    // and (ji, 1, jo): eight words decode into the even and the odd elements of 16 positions
+    // with one shift or one mask each, and the encoded odd halves are or-ed into place, where
+    // the element form widens, packs and permutes (11 of ~24 vector operations per 16 elements
+    // on AVX2 were shifts and shuffles). The sum adds the same squares in the same order as the
+    // element form (lane 2 ji + odd, block by block, then the lanes in order), so both forms
+    // give the same bits. `scale` holds each row permuted within 16 positions (element
+    // 16 jo + 8 odd + ji is the scale of position 16 jo + 2 ji + odd), so each parity's scales
+    // are one dense vector.
+    void define_paired_words(schedules::NormStages &s) {
+        if (in_type != Storage::BF16 || out_type != Storage::BF16) {
+            throw CompileError("paired_words is the BF16 -> BF16 form");
+        }
+        constexpr int kLanePairs = kSumLanes / 2;
+        static_assert(kLanePairs == schedules::NormStages::kWordsPerVector);
+        s.paired_words = true;
+        Var d = s.d, h = s.h, a = s.a, t = s.t;
+        Var ji("ji"), odd("odd"), jo("jo");
+        Expr words = x->dim(0).extent();
+        Expr dim = 2 * words;
+        Func xf("xf");
+        xf(ji, odd, jo, h, a, t) = bf16_pair_to_f32((*x)(kLanePairs * jo + ji, h, a, t), odd);
+
+        Func square("square");
+        square(ji, odd, jo, h, a, t) = xf(ji, odd, jo, h, a, t) * xf(ji, odd, jo, h, a, t);
+        // Zero squares past the row, as in the element form (bounds jo only).
+        Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {Range(), Range(), {0, dim / kSumLanes}});
+        s.blocks = RDom(0, 2, 0, kLanePairs, 0, (dim + kSumLanes * s.sum_steps - 1) / (kSumLanes * s.sum_steps), "blocks");
+        Expr first = s.blocks.z * s.sum_steps;
+        Expr partial = padded(s.blocks.y, s.blocks.x, first, h, a, t);
+        for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(s.blocks.y, s.blocks.x, first + k, h, a, t);
+        s.sum_squares(h, a, t) += cast<double>(partial);
+        define_inverse_rms(s, dim);
+
+        Func y32("y32");
+        Expr scale_of = (*scale)(kSumLanes * jo + kLanePairs * odd + ji, h, s.modality(t));
+        y32(ji, odd, jo, h, a, t) = (xf(ji, odd, jo, h, a, t) * s.inv_rms(h, a, t)) * scale_of;
+        Func encoded("encoded");
+        encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t));
+        s.output(d, h, a, t) = bf16_pair(encoded(d % kLanePairs, 0, d / kLanePairs, h, a, t),
+                                         encoded(d % kLanePairs, 1, d / kLanePairs, h, a, t));
+
+    }
+
+    // The buffers' layouts: any strides for the element form (stride 0 carries broadcasting, a
+    // non-unit inner stride is a strided view); dense rows of whole vectors for the paired form,
+    // starting at word 0 (as the runtime's buffers do), so d % 8 of a vector is its lanes and
+    // its scale loads are dense (with an unknown min they were gathers, twice the time).
+    // Set on the output after it is bound to its Func.
+    void set_layout() {
+        token_modality->dim(0).set_stride(Expr());
+        scale->dim(1).set_stride(Expr());
+        if (!paired_words) {
+            x->dim(0).set_stride(Expr());
+            out->dim(0).set_stride(Expr());
+            return;
+        }
+        Expr words = x->dim(0).extent();
+        x->dim(0).set_min(0).set_stride(1);
+        out->dim(0).set_min(0).set_stride(1).set_extent(words);
+        scale->dim(0).set_min(0);
+        add_requirement(words % schedules::NormStages::kWordsPerVector == 0,
+                        "paired-word variant: rows must be a multiple of 16 elements");
+    }
+
     // Streaming stores (cmake/stream_stores.py marks the output's vector stores non-temporal after
     // Halide's code generation) need aligned addresses: x86's movntdq faults on any other. The
     // schedule writes whole vectors at multiples of the vector width from d = 0, so every vector
@@ -190,7 +270,7 @@ private:
     void require_streaming_layout(int bytes) {
         out->set_host_alignment(bytes);
         out->dim(0).set_stride(1);
-        const auto bytes_of = [&](Expr elements) { return cast<int64_t>(elements) * storage_type(out_type).bytes(); };
+        const auto bytes_of = [&](Expr elements) { return cast<int64_t>(elements) * buffer_type(out_type).bytes(); };
         Expr aligned = bytes_of(out->dim(0).extent()) % bytes == 0;
         for (int i = 1; i < 4; ++i) {
             aligned = aligned && (out->dim(i).extent() == 1 || bytes_of(out->dim(i).stride()) % bytes == 0);
@@ -200,15 +280,15 @@ private:
 
     // The model's pre-norm at T = 4096 (SPEC.md), a representative size for the autoschedulers.
     void set_estimates() {
-        const int tokens = 4096, dim = 3072, modalities = 3;
-        x->set_estimates({{0, dim}, {0, 1}, {0, 1}, {0, tokens}});
+        const int tokens = 4096, dim = 3072, modalities = 3, row = paired_words ? dim / 2 : dim;
+        x->set_estimates({{0, row}, {0, 1}, {0, 1}, {0, tokens}});
         scale->set_estimates({{0, dim}, {0, 1}, {0, modalities}});
         token_modality->set_estimates({{0, tokens}});
         for (int m = 1; m < kMaxGroups; ++m) {
             group_starts[m - 1]->set_estimate(m < modalities ? m * tokens / modalities : tokens);
         }
         eps->set_estimate(1e-6f);
-        out->set_estimates({{0, dim}, {0, 1}, {0, 1}, {0, tokens}});
+        out->set_estimates({{0, row}, {0, 1}, {0, 1}, {0, tokens}});
     }
 };
 

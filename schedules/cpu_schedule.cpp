@@ -1,8 +1,45 @@
 #include "cpu_schedule.h"
 
+#include <functional>
+
 namespace magi2norm::schedules {
 
 using namespace Halide;
+
+namespace {
+
+using OverTasks = std::function<void(Stage, int, TailStrategy)>;
+
+// The paired-word form (NormStages::paired_words): rows of whole 8-word vectors with unit
+// strides, so there is no strided path and no tail. As the element form, it prefetches the
+// next row from `prefetch_bytes` on (or always, in the streaming variants), with tasks of
+// `memory_task_bytes` there.
+void schedule_paired_words(NormStages &s, const CpuScheduleParams &params, const OverTasks &over_tasks, const Var &t_in,
+                           const Expr &bytes) {
+    const int vec = NormStages::kWordsPerVector;
+    const auto rows = [&](Stage stage, int task_bytes, TailStrategy last_task, bool prefetch) {
+        over_tasks(stage, task_bytes, last_task);
+        // RoundUp: rows are whole vectors (the generator requires it), and d % 8 and d / 8 of
+        // the definition then simplify to the vector's lanes and its index.
+        stage.vectorize(s.d, vec, TailStrategy::RoundUp);
+        if (prefetch) stage.prefetch(s.input, s.d, t_in, 1, PrefetchBoundStrategy::NonFaulting);
+    };
+    if (params.from_memory_only) {
+        rows(s.output, params.memory_task_bytes, TailStrategy::ShiftInwards, true);
+    } else {
+        rows(s.output.specialize(bytes >= params.prefetch_bytes), params.memory_task_bytes, TailStrategy::ShiftInwards, true);
+        rows(s.output, params.task_bytes, TailStrategy::GuardWithIf, false);
+    }
+    // Lanes (odd, lane pair) = position mod 16, as the element form's 16 lanes: one FP64 vector
+    // of 8 lane pairs per parity, added in position order at the end.
+    Var odd_lane("odd_lane"), pair_lane("pair_lane");
+    Func lanes = s.sum_squares.update(0).rfactor({{s.blocks.x, odd_lane}, {s.blocks.y, pair_lane}});
+    lanes.compute_at(s.output, s.h).reorder_storage(pair_lane, odd_lane).vectorize(pair_lane).unroll(odd_lane);
+    lanes.update().vectorize(pair_lane).unroll(odd_lane);
+    s.sum_squares.update(0).unroll(s.blocks.x).unroll(s.blocks.y);
+}
+
+}  // namespace
 
 void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &target) {
     // One natural vector of the output type per step: 16 lanes on AVX2 for a 16-bit output (one
@@ -40,6 +77,11 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     s.modality.compute_at(s.output, t_in);
     s.inv_rms.compute_at(s.output, s.h);
     s.sum_squares.compute_at(s.output, s.h);
+
+    if (s.paired_words) {
+        schedule_paired_words(s, params, over_tasks, t_in, bytes);
+        return;
+    }
 
     // The sum of squares accumulates one FP64 lane per algorithm lane (16: four AVX2 registers),
     // each adding its lane's FP32 partial block by block, and then adds the lanes in order. The

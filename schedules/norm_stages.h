@@ -17,9 +17,14 @@ struct NormStages {
                                // `sum_steps` squares (zero past the row's end)
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
-    Halide::RDom blocks;       // (lane, block): the blocks that cover the normalized axis
+    Halide::RDom blocks;       // (lane, block): the blocks that cover the normalized axis;
+                               // paired words: (odd, lane pair, block), lane = 2 pair + odd
     int sum_steps = 0;         // squares per partial, set by the algorithm; lane l of block b
                                // adds squares at b * (16 * sum_steps) + l + 16 k, k < sum_steps
+    // The paired-word form (BF16 -> BF16): x and out are uint32 words of two elements, d counts
+    // words, and each row is a whole number of 8-word (16-element) vectors.
+    bool paired_words = false;
+    static constexpr int kWordsPerVector = 8;
     Halide::ImageParam input;  // x(d, h, a, t), the pipeline's input, for prefetch directives
 
     Halide::Expr dim;               // D

@@ -38,6 +38,8 @@ struct HalideBuffer {
 };
 
 struct KernelArgs {
+    static constexpr halide_type_t kWord{halide_type_uint, 32};
+
     HalideBuffer<4> x, out;
     HalideBuffer<3> scale;
     HalideBuffer<1> ids;  // without per-token ids: a stride-0 view of one zero
@@ -47,15 +49,24 @@ struct KernelArgs {
     float eps;
     std::array<void *, 1 + 3 + kMaxGroups - 1 + 2> args{};
 
-    // Descriptors of the whole call; the caller attaches memory (host pointers or device).
-    explicit KernelArgs(const KernelCall &c)
-        : x(storage_type(c.in_dtype)), out(storage_type(c.out_dtype)), scale(halide_type_t(halide_type_float, 32)),
-          ids(halide_type_t(halide_type_int, 32)), context{c.gpu_context, c.gpu_stream}, starts(c.group_starts),
-          eps(c.eps) {
+    // Descriptors of the whole call; the caller attaches memory (host pointers or device). For
+    // a paired-word variant (takes_paired_words), x and out are uint32 words of two elements:
+    // half the row's extent, unit inner strides, and half of every other stride (even, except on
+    // axes of extent 1, where the stride is never applied).
+    KernelArgs(const KernelCall &c, bool paired_words)
+        : x(paired_words ? kWord : storage_type(c.in_dtype)), out(paired_words ? kWord : storage_type(c.out_dtype)),
+          scale(halide_type_t(halide_type_float, 32)), ids(halide_type_t(halide_type_int, 32)),
+          context{c.gpu_context, c.gpu_stream}, starts(c.group_starts), eps(c.eps) {
         const KernelLayout &l = c.layout;
+        const std::int64_t per = paired_words ? 2 : 1;
         for (int axis = 0; axis < 4; ++axis) {
-            x.set_dim(axis, 0, l.extent[axis], l.x_stride[axis]);
-            out.set_dim(axis, 0, l.extent[axis], l.out_stride[axis]);
+            if (axis == 0 && paired_words) {
+                x.set_dim(0, 0, l.extent[0] / 2, 1);
+                out.set_dim(0, 0, l.extent[0] / 2, 1);
+                continue;
+            }
+            x.set_dim(axis, 0, l.extent[axis], l.x_stride[axis] / per);
+            out.set_dim(axis, 0, l.extent[axis], l.out_stride[axis] / per);
         }
         scale.set_dim(0, 0, c.dim, 1);
         scale.set_dim(1, 0, l.extent[1], l.scale_h_stride);

@@ -21,13 +21,14 @@ struct KernelEntry {
     Backend backend;
     int compute_capability;  // CUDA: the lowest device capability (x10) the PTX runs on; else 0
     int stream_alignment;    // streaming-store variants: the output alignment they need; else 0
+    bool paired_words;       // x and out as uint32 words of two BF16 elements (takes_paired_words)
     DType in, out;
     KernelFn fn;
     const char *name;  // the pipeline's function name
 };
 
-#define MAGI2NORM_KERNEL(family, backend, cc, stream_alignment, in, out)                             \
-    {Backend::backend, cc, stream_alignment, DType::in, DType::out,                                  \
+#define MAGI2NORM_KERNEL(family, backend, cc, stream_alignment, paired, in, out)                     \
+    {Backend::backend, cc, stream_alignment, paired != 0, DType::in, DType::out,                     \
      magi2_norm_##family##_##in##_##out##_argv, "magi2_norm_" #family "_" #in "_" #out},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_kernel_list.inc"
@@ -42,13 +43,24 @@ constexpr int cpu_stream_alignment() {
     return 0;
 }
 
-// The variant for the dtype pair, with streaming stores or without; for CUDA the one built for
-// the highest capability the device has (or the lowest built, when the capability is unknown:
-// its failure then names the cause).
-const KernelEntry &find_kernel(Backend backend, DType in, DType out, bool streaming, int device_capability) {
+// Whether the library has the paired-word variants (a build option can leave them out).
+constexpr bool has_paired_words() {
+    for (const KernelEntry &k : kKernels) {
+        if (k.paired_words) return true;
+    }
+    return false;
+}
+
+// The variant for the dtype pair, with streaming stores or without, paired-word or element
+// form; for CUDA the one built for the highest capability the device has (or the lowest built,
+// when the capability is unknown: its failure then names the cause).
+const KernelEntry &find_kernel(Backend backend, DType in, DType out, bool streaming, bool paired, int device_capability) {
     const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
-        if (k.backend != backend || k.in != in || k.out != out || (k.stream_alignment > 0) != streaming) continue;
+        if (k.backend != backend || k.in != in || k.out != out || (k.stream_alignment > 0) != streaming ||
+            k.paired_words != paired) {
+            continue;
+        }
         // Only CUDA has more than one variant per pair; elsewhere the first match ends the
         // search (scanning all 45 entries took ~150 instructions a call, callgrind, NOTES.md).
         if (backend != Backend::cuda) return k;
@@ -182,14 +194,43 @@ bool streams_output(const KernelCall &c) {
     return true;
 }
 
+bool takes_paired_words(const KernelCall &c) {
+    if (!has_paired_words() || c.paired_scale == nullptr || c.backend != Backend::cpu || c.memory != Memory::host ||
+        c.in_dtype != DType::bf16 || c.out_dtype != DType::bf16) {
+        return false;
+    }
+    const KernelLayout &l = c.layout;
+    if (l.extent[0] % 16 != 0 || l.x_stride[0] != 1 || l.out_stride[0] != 1 ||
+        reinterpret_cast<std::uintptr_t>(c.x) % 4 != 0 || reinterpret_cast<std::uintptr_t>(c.out) % 4 != 0) {
+        return false;
+    }
+    for (int i = 1; i < 4; ++i) {
+        if (l.extent[i] != 1 && (l.x_stride[i] % 2 != 0 || l.out_stride[i] % 2 != 0)) return false;
+    }
+    return true;
+}
+
+std::vector<float> paired_word_scale(const std::vector<float> &scale, std::int64_t dim) {
+    if (dim % 16 != 0) return {};
+    std::vector<float> paired(scale.size());
+    for (std::size_t row = 0; row < scale.size(); row += 16) {
+        for (std::size_t i = 0; i < 8; ++i) {
+            paired[row + i] = scale[row + 2 * i];
+            paired[row + 8 + i] = scale[row + 2 * i + 1];
+        }
+    }
+    return paired;
+}
+
 void run_kernel(const KernelCall &c) {
     install_halide_hooks();
     const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.gpu_context) : 0;
-    const KernelEntry &kernel = find_kernel(c.backend, c.in_dtype, c.out_dtype, streams_output(c), capability);
-    KernelArgs k(c);
+    const bool paired = takes_paired_words(c);
+    const KernelEntry &kernel = find_kernel(c.backend, c.in_dtype, c.out_dtype, streams_output(c), paired, capability);
+    KernelArgs k(c, paired);
     Staging staging(c, &k.context);
     staging.input(k.x.buffer, c.x);
-    staging.input(k.scale.buffer, c.scale);
+    staging.input(k.scale.buffer, paired ? c.paired_scale : c.scale);
     staging.input(k.ids.buffer, c.token_ids ? c.token_ids : c.zero_id);
     staging.output(k.out.buffer, c.out);
     int status = kernel.fn(k.pack());

@@ -23,6 +23,9 @@ struct KernelCall {
     // [M][P][D], host or device memory (as `memory`); device memory is a CUDA device pointer or
     // a cl_mem, as are x, out, token_ids and zero_id.
     const float *scale = nullptr;
+    // `scale` permuted for the paired-word variants (paired_word_scale), host memory; null when
+    // the norm has none (D not a multiple of 16).
+    const float *paired_scale = nullptr;
     std::int64_t dim = 0, num_patterns = 1, num_modality = 1;
     const std::int32_t *token_ids = nullptr;  // [T], or null: every token reads id 0 from `zero_id`
     const std::int32_t *zero_id = nullptr;    // one int32 zero in the same memory as the views
@@ -46,6 +49,18 @@ void run_kernel(const KernelCall &call);
 // and a multiple of it long, and every other output stride a multiple of it. False when the
 // library has no such variants.
 bool streams_output(const KernelCall &call);
+
+// Whether `call` takes a paired-word variant (BF16 rows read and written as uint32 words of two
+// elements, generators/magi2_norm_generator.cpp, define_paired_words): a CPU call on host
+// memory, BF16 -> BF16, with a paired scale, rows of a multiple of 16 elements with unit inner
+// strides on both sides, x and out on 4-byte boundaries, and every other stride of an axis
+// longer than 1 even (a whole number of words). False when the library has no such variants.
+bool takes_paired_words(const KernelCall &call);
+
+// The [M][P][D] scale table laid out for the paired-word variants: within each 16 positions of
+// a row, the scales of the even positions first, then the odd ones (element 16 jo + 8 odd + ji
+// is the scale of position 16 jo + 2 ji + odd). Empty when D is not a multiple of 16.
+std::vector<float> paired_word_scale(const std::vector<float> &scale, std::int64_t dim);
 
 // The backends that have variants in this library.
 std::vector<Backend> compiled_kernel_backends();

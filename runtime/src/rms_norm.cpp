@@ -152,7 +152,7 @@ void check_ids(const NormConfig &config, const Grouping &grouping, std::int64_t 
 
 // A copy of a moved-from norm is moved-from too (no device scales): its calls are refused.
 RMSNorm::RMSNorm(const RMSNorm &other)
-    : config_(other.config_), scale_(other.scale_),
+    : config_(other.config_), scale_(other.scale_), paired_scale_(other.paired_scale_),
       device_scales_(other.device_scales_ ? std::make_unique<DeviceScales>() : nullptr) {}
 
 RMSNorm &RMSNorm::operator=(const RMSNorm &other) {
@@ -168,6 +168,7 @@ RMSNorm::~RMSNorm() = default;
 RMSNorm::RMSNorm(const NormConfig &config) : config_(config), device_scales_(std::make_unique<DeviceScales>()) {
     check_config(config_);
     scale_.assign(static_cast<std::size_t>(weight_size(config_)), 1.0f);
+    paired_scale_ = detail::paired_word_scale(scale_, config_.dim);
 }
 
 RMSNorm::RMSNorm(const NormConfig &config, ConstTensorView weight) : config_(config) {
@@ -186,7 +187,9 @@ void RMSNorm::set_weight(ConstTensorView weight) {
     detail::copy_elements(w, packed.data(), detail::contiguous_dims(w.shape));
     std::vector<float> scale(static_cast<std::size_t>(w.count));
     for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = scale_of(w.dtype, packed.data() + i * elem);
+    std::vector<float> paired = detail::paired_word_scale(scale, config_.dim);
     scale_ = std::move(scale);
+    paired_scale_ = std::move(paired);
     device_scales_ = std::make_unique<DeviceScales>();
 }
 
@@ -300,6 +303,7 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
     call.out_dtype = want;
     static const std::int32_t kZeroId = 0;
     call.scale = scale_.data();
+    call.paired_scale = paired_scale_.empty() ? nullptr : paired_scale_.data();
     call.zero_id = &kZeroId;
     if (call.memory == Memory::device) {
         call.gpu_context = cl_buffers ? (stream.context ? stream.context : detail::opencl_queue_context(stream.stream))

@@ -122,7 +122,7 @@ void expect_contract(const NormCase &c) {
     EXPECT_TRUE(c.weight.bytes() == weight_before) << "the weight changed";
 }
 
-testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming) {
+testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired) {
     const std::string name = magi2norm::last_variant();
     const std::string prefix = "magi2_norm_", suffix = std::string("_") + magi2norm::dtype_name(in) + "_" + magi2norm::dtype_name(out);
     const bool framed = name.size() > prefix.size() + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
@@ -131,11 +131,12 @@ testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType
     const std::string own = magi2norm::backend_name(backend);
     const bool cuda_cc = backend == magi2norm::Backend::cuda && family.size() > own.size() && family.compare(0, own.size(), own) == 0 &&
                          family.find_first_not_of("0123456789", own.size()) == std::string::npos;
-    const bool expected = streaming ? family == "cpu_stream" : family == own || cuda_cc;
+    const std::string cpu_family = std::string("cpu") + (paired ? "_paired" : "") + (streaming ? "_stream" : "");
+    const bool expected = streaming || paired ? family == cpu_family : family == own || cuda_cc;
     if (expected) return testing::AssertionSuccess();
-    return testing::AssertionFailure() << "last_variant() is \"" << name << "\", expected a" << (streaming ? " streaming-store" : "n")
-                                       << " " << own << " variant for " << magi2norm::dtype_name(in) << " -> "
-                                       << magi2norm::dtype_name(out);
+    return testing::AssertionFailure() << "last_variant() is \"" << name << "\", expected a"
+                                       << (paired ? " paired-word" : "") << (streaming ? " streaming-store" : "") << " "
+                                       << own << " variant for " << magi2norm::dtype_name(in) << " -> " << magi2norm::dtype_name(out);
 }
 
 }  // namespace contract

@@ -56,9 +56,10 @@ ref::HostTensor run_library(const NormCase &c);
 // The reference's pre-cast FP32 result.
 ref::HostTensor run_reference(const NormCase &c);
 
-// Whether magi2norm::last_variant() names a variant of `backend` for (in, out): the streaming-store
-// CPU family when `streaming`, else the backend's own ("cpu", "opencl", "cuda" or "cuda<cc>").
-testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming);
+// Whether magi2norm::last_variant() names a variant of `backend` for (in, out): the backend's own
+// ("cpu", "opencl", "cuda" or "cuda<cc>"); on the CPU the paired-word form ("cpu_paired") when
+// `paired`, with streaming stores ("cpu_stream", "cpu_paired_stream") when `streaming`.
+testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired = false);
 
 // Runs the case (with its out dtype, and again with an FP32 override) and checks all three gates
 // explicitly, and that neither input nor weight changed.

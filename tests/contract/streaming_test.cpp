@@ -53,12 +53,14 @@ TEST_F(Streaming, SameBytesAsOrdinaryStores) {
         direct.fill_bytes(0xAB);
         streamed.fill_bytes(0xAB);
 
+        // BF16 -> BF16 outputs on 4-byte boundaries take the paired-word form, in both flavours.
+        const bool paired = backend == magi2norm::Backend::cpu && t.in == DType::bf16 && t.out == DType::bf16 && t.offset % 2 == 0;
         magi2norm::set_streaming_policy({0, 0, 0});
         norm.forward(x.view(), magi2norm::Grouping::none(), magi2norm::TensorView(direct.data_at(t.offset), t.out, t.x, t.strides));
-        EXPECT_TRUE(ran_variant(backend, t.in, t.out, false));
+        EXPECT_TRUE(ran_variant(backend, t.in, t.out, false, paired));
         magi2norm::set_streaming_policy({1, 0, 0});
         norm.forward(x.view(), magi2norm::Grouping::none(), magi2norm::TensorView(streamed.data_at(t.offset), t.out, t.x, t.strides));
-        EXPECT_TRUE(ran_variant(backend, t.in, t.out, t.aligned && kStreamingVariants && backend == magi2norm::Backend::cpu));
+        EXPECT_TRUE(ran_variant(backend, t.in, t.out, t.aligned && kStreamingVariants && backend == magi2norm::Backend::cpu, paired));
         EXPECT_TRUE(direct.bytes() == streamed.bytes());
     }
 }

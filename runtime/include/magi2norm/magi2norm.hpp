@@ -79,7 +79,9 @@ Backend default_backend();
 void set_default_backend(Backend backend);
 // The AOT variant that the calling thread's last completed kernel ran, by its function name
 // (the symbol profilers show): "magi2_norm_<family>_<in>_<out>", e.g. "magi2_norm_cpu_bf16_bf16",
-// "magi2_norm_cpu_stream_bf16_bf16" (streaming stores), "magi2_norm_cuda86_bf16_f32". Empty
+// "magi2_norm_cpu_stream_bf16_bf16" (streaming stores), "magi2_norm_cpu_paired_bf16_bf16" (BF16
+// rows read and written as 32-bit words of two, "cpu_paired_stream" with streaming stores),
+// "magi2_norm_cuda86_bf16_f32". Empty
 // before the thread's first; a refused or failed call leaves it as it was. Within a CPU variant
 // Halide picks the ISA (AVX-512, AVX2 or SSE4.1) at run time.
 const char *last_variant();
@@ -244,6 +246,8 @@ public:
 private:
     NormConfig config_;
     std::vector<float> scale_;
+    // scale_ permuted for the paired-word variants (BF16 -> BF16, D a multiple of 16); else empty.
+    std::vector<float> paired_scale_;
     // Device copies of the scale, made on the first device-memory call per CUDA context.
     struct DeviceScales;
     std::unique_ptr<DeviceScales> device_scales_;
