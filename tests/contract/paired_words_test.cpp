@@ -7,6 +7,7 @@
 // SPEC.md for these calls are checked by the rest of the suite, which they reach too.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "norm_case.hpp"
@@ -84,7 +85,7 @@ TEST(PairedWords, TakesDenseRowsOfWholeVectorsOnWordBoundaries) {
         const char *name;
         std::int64_t dim;
         std::int64_t x_offset, out_offset;  // elements into 64-byte aligned storage
-        std::int64_t x_token_stride;        // 0: dense
+        std::int64_t x_token_stride;        // 0: dense; negative: tokens in reverse order
         bool paired;
     };
     const Routing cases[] = {
@@ -96,11 +97,12 @@ TEST(PairedWords, TakesDenseRowsOfWholeVectorsOnWordBoundaries) {
         {"x off a word boundary", 64, 1, 0, 0, false},
         {"out off a word boundary", 64, 0, 1, 0, false},
         {"odd token stride", 64, 0, 0, 65, false},
+        {"tokens reversed", 64, 4 * 64, 0, -64, true},
     };
     for (const Routing &r : cases) {
         SCOPED_TRACE(r.name);
         const std::int64_t tokens = 5, stride = r.x_token_stride > 0 ? r.x_token_stride : r.dim;
-        const ref::HostTensor x = random_input(DType::bf16, {r.x_offset + tokens * stride}, rng);
+        const ref::HostTensor x = random_input(DType::bf16, {r.x_offset + tokens * std::abs(stride)}, rng);
         ref::HostTensor out(DType::bf16, {r.out_offset + tokens * r.dim});
         const magi2norm::RMSNorm norm({r.dim, 1e-6f, 1, 1});
         norm.forward(magi2norm::ConstTensorView(x.data_at(r.x_offset), DType::bf16, {tokens, r.dim}, {stride, 1}),
