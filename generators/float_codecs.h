@@ -54,9 +54,16 @@ inline Halide::Expr f16_to_f32(const Halide::Expr &bits) {
     return select(exponent == u32(0), subnormal, exponent == u32(31), inf_or_nan, normal);
 }
 
+// The codec's 32-bit constants, plus `zero` when given: an expression that is 0 at run time but
+// not to the compiler. LLVM rematerializes literal vector constants, and in the paired-word
+// output loop it reloaded four of them from memory in every iteration; constants computed from
+// a run-time zero are computed once before the loop and stay in registers (AVX2 loop 32 -> 27
+// instructions per 16 elements, 0.94-0.98 of the time, same bits; NOTES.md, stop 16).
+inline Halide::Expr codec_const(uint32_t v, const Halide::Expr &zero) { return zero.defined() ? u32(v) + zero : u32(v); }
+
 // FP32 -> BF16 as the high half of a uint32 (the low half is not cleared): round to nearest
 // even; NaN gives NaN (0xffff), overflow rounds to inf.
-inline Halide::Expr f32_to_bf16_high(const Halide::Expr &value) {
+inline Halide::Expr f32_to_bf16_high(const Halide::Expr &value, const Halide::Expr &zero = Halide::Expr()) {
     using namespace Halide;
     Expr u = reinterpret<uint32_t>(value);
     // An unordered compare (one instruction; reliable under strict_float) finds NaN. NaN lanes
@@ -64,8 +71,8 @@ inline Halide::Expr f32_to_bf16_high(const Halide::Expr &value) {
     // the one PyTorch's vectorized CPU cast writes. Keeping the payload ((u >> 16) | 0x40) cost
     // two more vector operations per 8 lanes (NOTES.md, stop 15).
     Expr nan = is_nan(value);
-    Expr biased = u + (u32(0x7fff) + ((u >> 16) & u32(1)));
-    return select(nan, u32(0xffffffff), biased);
+    Expr biased = u + (codec_const(0x7fff, zero) + ((u >> 16) & codec_const(1, zero)));
+    return select(nan, codec_const(0xffffffff, zero), biased);
 }
 
 // FP32 -> BF16 bits, round to nearest even; NaN gives NaN (0xffff), overflow rounds to inf.
@@ -76,15 +83,15 @@ inline Halide::Expr f32_to_bf16(const Halide::Expr &value) {
 // Two BF16 values stored as one little-endian uint32 word: the element at the even position is
 // the low half, the odd one the high half. Decoding a half takes one operation (a shift or a
 // mask), with no widening; `odd` is 0 or 1.
-inline Halide::Expr bf16_pair_to_f32(const Halide::Expr &word, const Halide::Expr &odd) {
+inline Halide::Expr bf16_pair_to_f32(const Halide::Expr &word, const Halide::Expr &odd, const Halide::Expr &zero = Halide::Expr()) {
     using namespace Halide;
-    return reinterpret<float>(select(odd == 0, word << 16, word & u32(0xffff0000)));
+    return reinterpret<float>(select(odd == 0, word << 16, word & codec_const(0xffff0000, zero)));
 }
 
 // The word of two encoded halves (f32_to_bf16_high of the even and the odd element): the odd
 // one stays in place, so the pair costs one shift, one mask and an or, with no pack or permute.
-inline Halide::Expr bf16_pair(const Halide::Expr &even_high, const Halide::Expr &odd_high) {
-    return (even_high >> 16) | (odd_high & u32(0xffff0000));
+inline Halide::Expr bf16_pair(const Halide::Expr &even_high, const Halide::Expr &odd_high, const Halide::Expr &zero = Halide::Expr()) {
+    return (even_high >> 16) | (odd_high & codec_const(0xffff0000, zero));
 }
 
 // FP32 -> FP16 bits, round to nearest even over the whole range.

@@ -219,8 +219,11 @@ private:
         Var ji("ji"), odd("odd"), jo("jo");
         Expr words = x->dim(0).extent();
         Expr dim = 2 * words;
+        // 0 whenever an element is computed (a negative extent computes none), unknown to the
+        // compiler: keeps the codec's vector constants in registers (codec_const).
+        Expr zero = cast<uint32_t>(words) >> 31;
         Func xf("xf");
-        xf(ji, odd, jo, h, a, t) = bf16_pair_to_f32((*x)(kLanePairs * jo + ji, h, a, t), odd);
+        xf(ji, odd, jo, h, a, t) = bf16_pair_to_f32((*x)(kLanePairs * jo + ji, h, a, t), odd, zero);
 
         Func square("square");
         square(ji, odd, jo, h, a, t) = xf(ji, odd, jo, h, a, t) * xf(ji, odd, jo, h, a, t);
@@ -237,9 +240,9 @@ private:
         Expr scale_of = (*scale)(kSumLanes * jo + kLanePairs * odd + ji, h, s.modality(t));
         y32(ji, odd, jo, h, a, t) = (xf(ji, odd, jo, h, a, t) * s.inv_rms(h, a, t)) * scale_of;
         Func encoded("encoded");
-        encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t));
+        encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t), zero);
         s.output(d, h, a, t) = bf16_pair(encoded(d % kLanePairs, 0, d / kLanePairs, h, a, t),
-                                         encoded(d % kLanePairs, 1, d / kLanePairs, h, a, t));
+                                         encoded(d % kLanePairs, 1, d / kLanePairs, h, a, t), zero);
 
     }
 
