@@ -58,7 +58,7 @@ inline Halide::Expr f16_to_f32(const Halide::Expr &bits) {
 // not to the compiler. LLVM rematerializes literal vector constants, and in the paired-word
 // output loop it reloaded four of them from memory in every iteration; constants computed from
 // a run-time zero are computed once before the loop and stay in registers (AVX2 loop 32 -> 27
-// instructions per 16 elements, 0.94-0.98 of the time, same bits; NOTES.md, stop 16).
+// instructions per 16 elements, 0.95-0.99 of the time, same bits; NOTES.md, stop 16).
 inline Halide::Expr codec_const(uint32_t v, const Halide::Expr &zero) { return zero.defined() ? u32(v) + zero : u32(v); }
 
 // FP32 -> BF16 as the high half of a uint32 (the low half is not cleared): round to nearest

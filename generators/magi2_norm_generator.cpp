@@ -243,7 +243,6 @@ private:
         encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t), zero);
         s.output(d, h, a, t) = bf16_pair(encoded(d % kLanePairs, 0, d / kLanePairs, h, a, t),
                                          encoded(d % kLanePairs, 1, d / kLanePairs, h, a, t), zero);
-
     }
 
     // The buffers' layouts: any strides for the element form (stride 0 carries broadcasting, a

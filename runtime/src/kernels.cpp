@@ -43,14 +43,6 @@ constexpr int cpu_stream_alignment() {
     return 0;
 }
 
-// Whether the library has the paired-word variants (a build option can leave them out).
-constexpr bool has_paired_words() {
-    for (const KernelEntry &k : kKernels) {
-        if (k.paired_words) return true;
-    }
-    return false;
-}
-
 // The variant for the dtype pair, with streaming stores or without, paired-word or element
 // form; for CUDA the one built for the highest capability the device has (or the lowest built,
 // when the capability is unknown: its failure then names the cause).
@@ -195,12 +187,12 @@ bool streams_output(const KernelCall &c) {
 }
 
 bool takes_paired_words(const KernelCall &c) {
-    if (!has_paired_words() || c.paired_scale == nullptr || c.backend != Backend::cpu || c.memory != Memory::host ||
+    if (c.paired_scale == nullptr || c.backend != Backend::cpu || c.memory != Memory::host ||
         c.in_dtype != DType::bf16 || c.out_dtype != DType::bf16) {
         return false;
     }
     const KernelLayout &l = c.layout;
-    if (l.extent[0] % 16 != 0 || l.x_stride[0] != 1 || l.out_stride[0] != 1 ||
+    if (l.extent[0] % kPairedVectorElements != 0 || l.x_stride[0] != 1 || l.out_stride[0] != 1 ||
         reinterpret_cast<std::uintptr_t>(c.x) % 4 != 0 || reinterpret_cast<std::uintptr_t>(c.out) % 4 != 0) {
         return false;
     }
@@ -211,12 +203,13 @@ bool takes_paired_words(const KernelCall &c) {
 }
 
 std::vector<float> paired_word_scale(const std::vector<float> &scale, std::int64_t dim) {
-    if (dim % 16 != 0) return {};
+    constexpr std::size_t block = kPairedVectorElements, half = block / 2;
+    if (dim % kPairedVectorElements != 0) return {};
     std::vector<float> paired(scale.size());
-    for (std::size_t row = 0; row < scale.size(); row += 16) {
-        for (std::size_t i = 0; i < 8; ++i) {
-            paired[row + i] = scale[row + 2 * i];
-            paired[row + 8 + i] = scale[row + 2 * i + 1];
+    for (std::size_t start = 0; start < scale.size(); start += block) {
+        for (std::size_t i = 0; i < half; ++i) {
+            paired[start + i] = scale[start + 2 * i];
+            paired[start + half + i] = scale[start + 2 * i + 1];
         }
     }
     return paired;

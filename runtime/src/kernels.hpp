@@ -14,6 +14,11 @@ namespace magi2norm::detail {
 // Grouping by sizes covers up to this many modalities (generators/magi2_norm_generator.cpp).
 constexpr int kMaxGroups = 16;
 
+// Elements per vector of the paired-word variants: 8 uint32 words (schedules/norm_stages.h,
+// kWordsPerVector). Their rows are a whole number of these, and the paired scale table is
+// permuted within each block of this many positions.
+constexpr int kPairedVectorElements = 16;
+
 struct KernelCall {
     KernelLayout layout;
     const void *x = nullptr;
@@ -54,7 +59,7 @@ bool streams_output(const KernelCall &call);
 // elements, generators/magi2_norm_generator.cpp, define_paired_words): a CPU call on host
 // memory, BF16 -> BF16, with a paired scale, rows of a multiple of 16 elements with unit inner
 // strides on both sides, x and out on 4-byte boundaries, and every other stride of an axis
-// longer than 1 even (a whole number of words). False when the library has no such variants.
+// longer than 1 even (a whole number of words).
 bool takes_paired_words(const KernelCall &call);
 
 // The [M][P][D] scale table laid out for the paired-word variants: within each 16 positions of
