@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Streaming (non-temporal) stores for one output buffer of a Halide-generated LLVM module.
+"""Streaming (non-temporal) stores for one output buffer of a Halide-generated LLVM module, and
+its prefetches into L2.
 
 Halide 21 has no schedule directive for non-temporal stores (upstream added Func::stream_stores()
 in 2026-07, after 21.0.0), and its IR cannot express one. This step stands in for it: it reads
@@ -22,9 +23,18 @@ than Halide's reads Halide's IR).
 - Ordering: non-temporal stores are weakly ordered, so every function that makes them issues an
   sfence before it returns (x86): a parallel task's stores are visible before the task reports
   done.
+- Prefetches: Halide's prefetch directive has no cache level; its runtime's _halide_prefetch
+  always asks for no temporal locality (prefetchnta). The streaming variants serve calls that
+  come from memory and prefetch the next row while they write one; a non-temporal prefetch of a
+  row that is read twice, and that with its scales may not fit in L1 (D = 12288), measured
+  slower than an L2 prefetch. So every read prefetch here becomes one into L2 (prefetcht1).
+  Same binary, from memory, 2 threads, three runs (NOTES.md, stop 17), prefetcht1 over
+  prefetchnta: D = 12288 BF16 -> BF16 1.09-1.18x, F32 -> F32 1.12-1.13x, BF16 -> F32
+  1.00-1.08x; D = 3072 BF16 -> BF16 1.01-1.08x, BF16 -> F32 1.03-1.06x.
 Fails when no store was marked, when a masked store or scatter writes the buffer (left
-unmarked), or when a function with marked stores has no non-temporal instruction in its compiled
-code: the variant would silently have ordinary stores.
+unmarked), when a function with marked stores has no non-temporal instruction in its compiled
+code (the variant would silently have ordinary stores), or when the module has no prefetch to
+rewrite or its compiled code still prefetches with prefetchnta.
 """
 import argparse
 import re
@@ -84,6 +94,12 @@ def mark_stores(ir, buffer, alignment):
     return ''.join(functions) + '\n!%d = !{i32 1}\ndeclare void @llvm.x86.sse.sfence()\n' % node, count, marked
 
 
+def prefetch_into_l2(ir):
+    """Returns the module with every read prefetch of data asking for L2 (locality 2: prefetcht1
+    on x86) and the number rewritten."""
+    return re.subn(r'(call void @llvm\.prefetch\.p0\(ptr [^,]+, i32 0, i32 )[0-3](, i32 1\))', r'\g<1>2\2', ir)
+
+
 def functions_without_nontemporal(assembly, names):
     """Those of `names` whose compiled code has no non-temporal store (movnt*)."""
     missing = []
@@ -105,6 +121,9 @@ def main():
     ir, count, marked = mark_stores(open(args.input).read(), args.buffer, args.alignment)
     if count == 0:
         sys.exit('stream_stores.py: no vector store into buffer "%s" in %s' % (args.buffer, args.input))
+    ir, prefetches = prefetch_into_l2(ir)
+    if prefetches == 0:
+        sys.exit('stream_stores.py: no read prefetch in %s (the streaming variants prefetch the next row)' % args.input)
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -115,9 +134,12 @@ def main():
     # features come from each function's attributes.
     machine = llvm.Target.from_triple(module.triple).create_target_machine(opt=3, reloc='pic', codemodel='small')
     # LLVM may drop the hint when it folds other work into a store: check the code it made.
-    missing = functions_without_nontemporal(machine.emit_assembly(module), marked)
+    assembly = machine.emit_assembly(module)
+    missing = functions_without_nontemporal(assembly, marked)
     if missing:
         sys.exit('stream_stores.py: %s: no non-temporal store left in %s' % (args.input, ', '.join(missing)))
+    if re.search(r'\bprefetchnta\b', assembly) or not re.search(r'\bprefetcht1\b', assembly):
+        sys.exit('stream_stores.py: %s: the compiled code does not prefetch into L2' % args.input)
     with open(args.output, 'wb') as f:
         f.write(machine.emit_object(module))
 
