@@ -2,7 +2,8 @@
 //
 //   xf       = float32(x[d, h, a, t])
 //   inv      = 1 / sqrt(float32(sum_d(xf^2)) / D + eps)     (squares in FP32, partial sums of a
-//                                                            few in FP32, accumulated in FP64)
+//                                                            few in FP32, accumulated in FP64
+//                                                            per lane, the lanes added as a tree)
 //   y32      = (xf * inv) * scale[d, h, modality(t)]
 //   out      = cast(y32, out_type)
 //
@@ -17,6 +18,9 @@
 //
 // Schedules live in schedules/, apart from this file; the generator only picks one.
 #include "Halide.h"
+
+#include <functional>
+#include <vector>
 
 #include "cpu_schedule.h"
 #include "float_codecs.h"
@@ -105,18 +109,18 @@ public:
         // position, not by a schedule's vector width: lane l of block b adds the squares at
         // b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them: 4 on CPUs, 1 on
         // GPUs) in FP32, left to right; the partials accumulate in FP64, rounded to FP32 once.
-        // An FP32 running sum over D = 12288 drifts by more than the contract's 1e-6 (measured:
-        // 1.4e-6 relative on random rows, worse with one dominant element); k squares in FP32
-        // round k - 1 times, each within half an ulp of the partial, so they err by at most
-        // (k - 1) x 2^-24 of their sum (1.8e-7 for k = 4), and the FP64 sum adds half an FP32
-        // ulp, for any D. Four squares per FP32 partial spare the CPU three of every four
+        // On CPUs each lane accumulates its own partials and the 16 lanes are added as a tree
+        // (lane_tree); the GPU schedule reduces (lane, block) over its threads. An FP32 running
+        // sum over D = 12288 drifts by more than the contract's 1e-6 (measured: 1.4e-6 relative
+        // on random rows, worse with one dominant element); k squares in FP32 round k - 1 times,
+        // each within half an ulp of the partial, so they err by at most (k - 1) x 2^-24 of
+        // their sum (1.8e-7 for k = 4), and the FP64 sum adds half an FP32 ulp, for any D. Four squares per FP32 partial spare the CPU three of every four
         // FP32 -> FP64 conversions and FP64 adds (44 instead of 68 instructions per 64 BF16
         // elements): same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of
         // the copy, mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of squares");
         s.sum_steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
         s.sum_squares = Func("sum_squares");
-        s.sum_squares(s.h, s.a, t) = cast<double>(0);
 
         // Modality of token t: its per-token id plus the number of group starts cu[1..] at or
         // below t. Grouping by sizes passes zero ids (a stride-0 view of one zero) and the
@@ -169,6 +173,24 @@ private:
         s.inv_rms(s.h, s.a, s.t) = 1.0f / sqrt(cast<float>(s.sum_squares(s.h, s.a, s.t)) / cast<float>(dim) + *eps);
     }
 
+    // The FP64 sum of the 16 lanes' sums, as a tree: lane l with lane l + 8, then + 4, + 2, + 1,
+    // so the last lane is added after 4 dependent additions instead of 16. A row's sum, its
+    // square root and divide are one chain of dependent operations before the row's output can
+    // start; with the lanes added in order, that chain made the Q/K norm's rows of 128 cost 1.5x
+    // the time per element of long rows. Tree / in order, time (NOTES.md, stop 17): Q/K
+    // [T, 24, 128] bf16 -> f32 0.82-0.85 in cache (one thread, T = 64) and 0.79-0.85 from
+    // memory (2 threads, T = 4096, streaming variant); rows of 3072 and 12288 0.98-1.01. The
+    // same tree on every CPU form and path, so their results agree bit for bit.
+    static Expr lane_tree(const std::function<Expr(int)> &lane) {
+        std::vector<Expr> sums;
+        for (int l = 0; l < kSumLanes; ++l) sums.push_back(lane(l));
+        for (std::size_t half = sums.size() / 2; half > 0; half /= 2) {
+            for (std::size_t l = 0; l < half; ++l) sums[l] = sums[l] + sums[l + half];
+            sums.resize(half);
+        }
+        return sums[0];
+    }
+
     // The formula over elements: any dtype pair, any strides.
     void define_elements(schedules::NormStages &s) {
         Var d = s.d, h = s.h, a = s.a, t = s.t;
@@ -185,11 +207,25 @@ private:
         // loop and whole blocks run without the test (checked in the CPU assembly). A separate
         // tail reduction instead made Adams2019 abort (an empty loop at the estimates, D = 3072).
         Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
-        s.blocks = RDom(0, kSumLanes, 0, (dim + block - 1) / block, "blocks");
-        Expr first = s.blocks.y * block + s.blocks.x;
-        Expr partial = padded(first, h, a, t);
-        for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(first + k * kSumLanes, h, a, t);
-        s.sum_squares(h, a, t) += cast<double>(partial);
+        const auto partial_at = [&](const Expr &first) {
+            Expr partial = padded(first, h, a, t);
+            for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(first + k * kSumLanes, h, a, t);
+            return cast<double>(partial);
+        };
+        Expr blocks = (dim + block - 1) / block;
+        if (get_target().has_gpu_feature()) {
+            // The GPU schedule spreads (lane, block) over its threads and reduces them itself.
+            s.blocks = RDom(0, kSumLanes, 0, blocks, "blocks");
+            s.sum_squares(h, a, t) = cast<double>(0);
+            s.sum_squares(h, a, t) += partial_at(s.blocks.y * block + s.blocks.x);
+        } else {
+            Var lane = s.lane;
+            s.blocks = RDom(0, blocks, "blocks");
+            s.lane_sums = Func("lane_sums");
+            s.lane_sums(lane, h, a, t) = cast<double>(0);
+            s.lane_sums(lane, h, a, t) += partial_at(s.blocks * block + lane);
+            s.sum_squares(h, a, t) = lane_tree([&](int l) { return s.lane_sums(l, h, a, t); });
+        }
         define_inverse_rms(s, dim);
 
         Func y32("y32");
@@ -204,8 +240,8 @@ private:
     // with one shift or one mask each, and the encoded odd halves are or-ed into place, where
     // the element form widens, packs and permutes (11 of ~24 vector operations per 16 elements
     // on AVX2 were shifts and shuffles). The sum adds the same squares in the same order as the
-    // element form (lane 2 ji + odd, block by block, then the lanes in order), so both forms
-    // give the same bits. `scale` holds each row permuted within 16 positions (element
+    // element form (lane 2 ji + odd, block by block, then the same tree over the lanes), so both
+    // forms give the same bits. `scale` holds each row permuted within 16 positions (element
     // 16 jo + 8 odd + ji is the scale of position 16 jo + 2 ji + odd), so each parity's scales
     // are one dense vector.
     void define_paired_words(schedules::NormStages &s) {
@@ -229,11 +265,17 @@ private:
         square(ji, odd, jo, h, a, t) = xf(ji, odd, jo, h, a, t) * xf(ji, odd, jo, h, a, t);
         // Zero squares past the row, as in the element form (bounds jo only).
         Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {Range(), Range(), {0, dim / kSumLanes}});
-        s.blocks = RDom(0, 2, 0, kLanePairs, 0, (dim + kSumLanes * s.sum_steps - 1) / (kSumLanes * s.sum_steps), "blocks");
-        Expr first = s.blocks.z * s.sum_steps;
-        Expr partial = padded(s.blocks.y, s.blocks.x, first, h, a, t);
-        for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(s.blocks.y, s.blocks.x, first + k, h, a, t);
-        s.sum_squares(h, a, t) += cast<double>(partial);
+        s.blocks = RDom(0, (dim + kSumLanes * s.sum_steps - 1) / (kSumLanes * s.sum_steps), "blocks");
+        Expr first = s.blocks * s.sum_steps;
+        Expr partial = padded(ji, odd, first, h, a, t);
+        for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(ji, odd, first + k, h, a, t);
+        // Lane 2 ji + odd of the element form: the same partials and the same tree.
+        s.lane = ji;
+        s.odd = odd;
+        s.lane_sums = Func("lane_sums");
+        s.lane_sums(ji, odd, h, a, t) = cast<double>(0);
+        s.lane_sums(ji, odd, h, a, t) += cast<double>(partial);
+        s.sum_squares(h, a, t) = lane_tree([&](int l) { return s.lane_sums(l / 2, l % 2, h, a, t); });
         define_inverse_rms(s, dim);
 
         Func y32("y32");

@@ -30,13 +30,10 @@ void schedule_paired_words(NormStages &s, const CpuScheduleParams &params, const
         rows(s.output.specialize(bytes >= params.prefetch_bytes), params.memory_task_bytes, TailStrategy::ShiftInwards, true);
         rows(s.output, params.task_bytes, TailStrategy::GuardWithIf, false);
     }
-    // Lanes (odd, lane pair) = position mod 16, as the element form's 16 lanes: one FP64 vector
-    // of 8 lane pairs per parity, added in position order at the end.
-    Var odd_lane("odd_lane"), pair_lane("pair_lane");
-    Func lanes = s.sum_squares.update(0).rfactor({{s.blocks.x, odd_lane}, {s.blocks.y, pair_lane}});
-    lanes.compute_at(s.output, s.h).reorder_storage(pair_lane, odd_lane).vectorize(pair_lane).unroll(odd_lane);
-    lanes.update().vectorize(pair_lane).unroll(odd_lane);
-    s.sum_squares.update(0).unroll(s.blocks.x).unroll(s.blocks.y);
+    // Lanes (lane pair, odd) = position mod 16, as the element form's 16 lanes: one FP64 vector
+    // of 8 lane pairs per parity.
+    s.lane_sums.compute_at(s.output, s.h).vectorize(s.lane).unroll(s.odd);
+    s.lane_sums.update().vectorize(s.lane).unroll(s.odd);
 }
 
 }  // namespace
@@ -83,13 +80,11 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
         return;
     }
 
-    // The sum of squares accumulates one FP64 lane per algorithm lane (16: four AVX2 registers),
-    // each adding its lane's FP32 partial block by block, and then adds the lanes in order. The
-    // same on every path, vectorized or not, so the FP32 result of a call does not depend on its
-    // strides or on the ISA the multi-target library picks.
-    Var lane("lane");
-    Func lanes = s.sum_squares.update(0).rfactor(s.blocks.x, lane);
-    lanes.compute_at(s.output, s.h);
+    // The algorithm's 16 FP64 lane sums (four AVX2 registers), each adding its lane's FP32
+    // partial block by block; the algorithm then adds them as a tree. The same on every path,
+    // vectorized or not, so the FP32 result of a call does not depend on its strides or on the
+    // ISA the multi-target library picks.
+    s.lane_sums.compute_at(s.output, s.h);
 
     // Fast path: unit inner strides and at least one full vector per row. ShiftInwards
     // re-computes a few elements of the last vector instead of a scalar tail.
@@ -122,12 +117,8 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // With `from_memory_only` that condition is the one above, and Halide would hand back the
     // same specialization and vectorize it twice (64-lane gathers, checked in the statements).
     if (!params.from_memory_only) s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
-    lanes.vectorize(lane);
-    lanes.update().specialize(s.x_inner_stride == 1).vectorize(lane);
-    // The 16 lanes are then added in order, unrolled: a loop of 16 took 64 of the ~330
-    // instructions of a Q/K row (D = 128). Same order, same bits; generator harness, [16, 24, 128]
-    // bf16 -> f32 in cache, one thread: 17.8-18.9 -> 16.7-17.1 us (NOTES.md, stop 13).
-    s.sum_squares.update(0).unroll(s.blocks.x);
+    s.lane_sums.vectorize(s.lane);
+    s.lane_sums.update().specialize(s.x_inner_stride == 1).vectorize(s.lane);
 }
 
 }  // namespace magi2norm::schedules

@@ -13,12 +13,16 @@ struct NormStages {
     Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"};
 
     Halide::Func output;       // out(d, h, a, t): the cast result, the pipeline's output
-    Halide::Func sum_squares;  // (h, a, t): FP64 sum over `blocks` of FP32 partials, each of
-                               // `sum_steps` squares (zero past the row's end)
+    Halide::Func sum_squares;  // (h, a, t): FP64 sum of FP32 partials, each of `sum_steps`
+                               // squares (zero past the row's end); on GPUs an update over
+                               // `blocks`, on CPUs a pure tree over `lane_sums`
+    Halide::Func lane_sums;    // CPUs: (lane, h, a, t), or (lane, odd, h, a, t) for paired
+                               // words: each lane's FP64 sum, an update over `blocks`
+    Halide::Var lane{"lane"}, odd{"odd"};  // lane_sums' lane variables (odd: paired words)
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
-    Halide::RDom blocks;       // (lane, block): the blocks that cover the normalized axis;
-                               // paired words: (odd, lane pair, block), lane = 2 pair + odd
+    Halide::RDom blocks;       // the blocks that cover the normalized axis: (lane, block) on
+                               // GPUs, (block) for the CPUs' lane_sums
     int sum_steps = 0;         // squares per partial, set by the algorithm; lane l of block b
                                // adds squares at b * (16 * sum_steps) + l + 16 k, k < sum_steps
     // The paired-word form (BF16 -> BF16): x and out are uint32 words of two elements, d counts
