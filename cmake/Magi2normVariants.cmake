@@ -112,9 +112,9 @@ endfunction()
 # _magi2norm_streaming_library(<name> <alignment> TARGETS <x86 targets...> PARAMS <generator params...>)
 # A multi-target variant like add_halide_library's, whose output is written with streaming
 # stores: the generator (cpu_stream_alignment=<alignment>) writes each target's LLVM IR beside
-# its object, cmake/stream_stores.py marks the output's vector stores non-temporal and compiles
-# that IR instead (Halide 21 has no directive for it), and Halide's wrapper object picks among
-# the targets at run time as usual. Sets MAGI2NORM_STREAMING_OBJECTS (the objects to archive);
+# its object, cmake/stream_stores.py marks the output's vector stores non-temporal, turns its
+# prefetches into L2 prefetches and compiles that IR instead (Halide 21 has no directive for
+# either), and Halide's wrapper object picks among the targets at run time as usual. Sets MAGI2NORM_STREAMING_OBJECTS (the objects to archive);
 # defines the target <name>.
 function(_magi2norm_streaming_library name alignment)
     cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "TARGETS;PARAMS")
@@ -132,7 +132,7 @@ function(_magi2norm_streaming_library name alignment)
         list(APPEND generated ${name}-${t}.o ${name}-${t}.ll)
         add_custom_command(OUTPUT ${name}-${t}.streaming.o
             COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
-                    --buffer norm --alignment ${alignment} ${name}-${t}.ll ${name}-${t}.streaming.o
+                    --buffer norm --alignment ${alignment} --prefetch-into-l2 ${name}-${t}.ll ${name}-${t}.streaming.o
             DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.ll ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
                     ${MAGI2NORM_LLVMLITE_STAMP}
             VERBATIM)

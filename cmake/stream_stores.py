@@ -8,7 +8,7 @@ the LLVM IR a generator wrote (-e llvm_assembly), marks every vector store into 
 `!nontemporal`, and compiles the module to an object file with llvmlite's LLVM (a newer LLVM
 than Halide's reads Halide's IR).
 
-    stream_stores.py --buffer NAME --alignment BYTES IN.ll OUT.o
+    stream_stores.py --buffer NAME --alignment BYTES [--prefetch-into-l2] IN.ll OUT.o
 
 - Which stores: those whose TBAA tag names the buffer (Halide tags every store with the buffer it
   writes: `NAME`, or `NAME$<n>` when Halide renamed the Func to keep names unique, optionally
@@ -24,17 +24,18 @@ than Halide's reads Halide's IR).
   sfence before it returns (x86): a parallel task's stores are visible before the task reports
   done.
 - Prefetches: Halide's prefetch directive has no cache level; its runtime's _halide_prefetch
-  always asks for no temporal locality (prefetchnta). The streaming variants serve calls that
-  come from memory and prefetch the next row while they write one; a non-temporal prefetch of a
-  row that is read twice, and that with its scales may not fit in L1 (D = 12288), measured
-  slower than an L2 prefetch. So every read prefetch here becomes one into L2 (prefetcht1).
-  Same binary, from memory, 2 threads, three runs (NOTES.md, stop 17), prefetcht1 over
+  always asks for no temporal locality (prefetchnta). With --prefetch-into-l2 every read
+  prefetch becomes one into L2 (prefetcht1), and the module must have one. The streaming
+  variants (which pass it) serve calls that come from memory and prefetch the next row while
+  they write one; a non-temporal prefetch of a row that is read twice, and that with its scales
+  may not fit in L1 (D = 12288), measured slower than an L2 prefetch. Same binary, from memory, 2 threads, three runs (NOTES.md, stop 17), prefetcht1 over
   prefetchnta: D = 12288 BF16 -> BF16 1.09-1.18x, F32 -> F32 1.12-1.13x, BF16 -> F32
-  1.00-1.08x; D = 3072 BF16 -> BF16 1.01-1.08x, BF16 -> F32 1.03-1.06x.
+  1.00-1.08x; D = 3072 BF16 -> F32 1.03-1.06x, BF16 -> BF16 1.01-1.08x (0.93-1.04x in four
+  later runs: no gain at that width).
 Fails when no store was marked, when a masked store or scatter writes the buffer (left
 unmarked), when a function with marked stores has no non-temporal instruction in its compiled
-code (the variant would silently have ordinary stores), or when the module has no prefetch to
-rewrite or its compiled code still prefetches with prefetchnta.
+code (the variant would silently have ordinary stores), or, with --prefetch-into-l2, when the
+module has no prefetch to rewrite or its compiled code still prefetches with prefetchnta.
 """
 import argparse
 import re
@@ -114,6 +115,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--buffer', required=True, help='the output buffer (its Func name)')
     parser.add_argument('--alignment', type=int, required=True, help='bytes every vector store is aligned to')
+    parser.add_argument('--prefetch-into-l2', action='store_true', help='make every read prefetch one into L2')
     parser.add_argument('input', help='LLVM IR from the generator (.ll)')
     parser.add_argument('output', help='object file to write')
     args = parser.parse_args()
@@ -121,9 +123,10 @@ def main():
     ir, count, marked = mark_stores(open(args.input).read(), args.buffer, args.alignment)
     if count == 0:
         sys.exit('stream_stores.py: no vector store into buffer "%s" in %s' % (args.buffer, args.input))
-    ir, prefetches = prefetch_into_l2(ir)
-    if prefetches == 0:
-        sys.exit('stream_stores.py: no read prefetch in %s (the streaming variants prefetch the next row)' % args.input)
+    if args.prefetch_into_l2:
+        ir, prefetches = prefetch_into_l2(ir)
+        if prefetches == 0:
+            sys.exit('stream_stores.py: --prefetch-into-l2: no read prefetch in %s' % args.input)
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -138,7 +141,7 @@ def main():
     missing = functions_without_nontemporal(assembly, marked)
     if missing:
         sys.exit('stream_stores.py: %s: no non-temporal store left in %s' % (args.input, ', '.join(missing)))
-    if re.search(r'\bprefetchnta\b', assembly) or not re.search(r'\bprefetcht1\b', assembly):
+    if args.prefetch_into_l2 and (re.search(r'\bprefetchnta\b', assembly) or not re.search(r'\bprefetcht1\b', assembly)):
         sys.exit('stream_stores.py: %s: the compiled code does not prefetch into L2' % args.input)
     with open(args.output, 'wb') as f:
         f.write(machine.emit_object(module))

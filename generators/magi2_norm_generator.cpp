@@ -114,9 +114,9 @@ public:
         // sum over D = 12288 drifts by more than the contract's 1e-6 (measured: 1.4e-6 relative
         // on random rows, worse with one dominant element); k squares in FP32 round k - 1 times,
         // each within half an ulp of the partial, so they err by at most (k - 1) x 2^-24 of
-        // their sum (1.8e-7 for k = 4), and the FP64 sum adds half an FP32 ulp, for any D. Four squares per FP32 partial spare the CPU three of every four
-        // FP32 -> FP64 conversions and FP64 adds (44 instead of 68 instructions per 64 BF16
-        // elements): same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of
+        // their sum (1.8e-7 for k = 4), and the FP64 sum adds half an FP32 ulp, for any D. Four
+        // squares per FP32 partial spare the CPU three of every four FP32 -> FP64 conversions
+        // and FP64 adds (44 instead of 68 instructions per 64 BF16 elements): same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of
         // the copy, mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of squares");
         s.sum_steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
@@ -176,11 +176,12 @@ private:
     // The FP64 sum of the 16 lanes' sums, as a tree: lane l with lane l + 8, then + 4, + 2, + 1,
     // so the last lane is added after 4 dependent additions instead of 16. A row's sum, its
     // square root and divide are one chain of dependent operations before the row's output can
-    // start; with the lanes added in order, that chain made the Q/K norm's rows of 128 cost 1.5x
-    // the time per element of long rows. Tree / in order, time (NOTES.md, stop 17): Q/K
-    // [T, 24, 128] bf16 -> f32 0.82-0.85 in cache (one thread, T = 64) and 0.79-0.85 from
+    // start; with the lanes added in order, that chain made the Q/K norm's rows of 128 cost
+    // 1.4-1.9x the time per element of long rows. Tree / in order, time (NOTES.md, stop 17):
+    // Q/K [T, 24, 128] bf16 -> f32 0.82-0.85 in cache (one thread, T = 64) and 0.79-0.85 from
     // memory (2 threads, T = 4096, streaming variant); rows of 3072 and 12288 0.98-1.01. The
-    // same tree on every CPU form and path, so their results agree bit for bit.
+    // same tree on every CPU form and path, so their results agree bit for bit
+    // (tests/contract/lane_tree_test.cpp).
     static Expr lane_tree(const std::function<Expr(int)> &lane) {
         std::vector<Expr> sums;
         for (int l = 0; l < kSumLanes; ++l) sums.push_back(lane(l));
