@@ -114,8 +114,8 @@ endfunction()
 # stores: the generator (cpu_stream_alignment=<alignment>) writes each target's LLVM IR beside
 # its object, cmake/stream_stores.py marks the output's vector stores non-temporal, turns its
 # prefetches into L2 prefetches and compiles that IR instead (Halide 21 has no directive for
-# either), and Halide's wrapper object picks among the targets at run time as usual. Sets MAGI2NORM_STREAMING_OBJECTS (the objects to archive);
-# defines the target <name>.
+# either), and Halide's wrapper object picks among the targets at run time as usual. Sets
+# MAGI2NORM_STREAMING_OBJECTS (the objects to archive); defines the target <name>.
 function(_magi2norm_streaming_library name alignment)
     cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "TARGETS;PARAMS")
     list(LENGTH ARG_TARGETS num_targets)

@@ -28,10 +28,10 @@ than Halide's reads Halide's IR).
   prefetch becomes one into L2 (prefetcht1), and the module must have one. The streaming
   variants (which pass it) serve calls that come from memory and prefetch the next row while
   they write one; a non-temporal prefetch of a row that is read twice, and that with its scales
-  may not fit in L1 (D = 12288), measured slower than an L2 prefetch. Same binary, from memory, 2 threads, three runs (NOTES.md, stop 17), prefetcht1 over
-  prefetchnta: D = 12288 BF16 -> BF16 1.09-1.18x, F32 -> F32 1.12-1.13x, BF16 -> F32
-  1.00-1.08x; D = 3072 BF16 -> F32 1.03-1.06x, BF16 -> BF16 1.01-1.08x (0.93-1.04x in four
-  later runs: no gain at that width).
+  may not fit in L1 (D = 12288), measured slower than an L2 prefetch. Same binary, from memory,
+  2 threads, three runs (NOTES.md, stop 17), prefetcht1 over prefetchnta: D = 12288 BF16 ->
+  BF16 1.09-1.18x, F32 -> F32 1.12-1.13x, BF16 -> F32 1.00-1.08x; D = 3072 BF16 -> F32
+  1.03-1.06x, BF16 -> BF16 1.01-1.08x (0.93-1.04x in four later runs: no gain at that width).
 Fails when no store was marked, when a masked store or scatter writes the buffer (left
 unmarked), when a function with marked stores has no non-temporal instruction in its compiled
 code (the variant would silently have ordinary stores), or, with --prefetch-into-l2, when the

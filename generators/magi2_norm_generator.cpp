@@ -192,6 +192,14 @@ private:
         return sums[0];
     }
 
+    // One lane's FP32 partial of a block, widened to FP64: its `steps` squares square_at(0),
+    // square_at(1), ... added left to right (both forms index their squares differently).
+    static Expr partial_sum(int steps, const std::function<Expr(int)> &square_at) {
+        Expr partial = square_at(0);
+        for (int k = 1; k < steps; ++k) partial = partial + square_at(k);
+        return cast<double>(partial);
+    }
+
     // The formula over elements: any dtype pair, any strides.
     void define_elements(schedules::NormStages &s) {
         Var d = s.d, h = s.h, a = s.a, t = s.t;
@@ -209,9 +217,7 @@ private:
         // tail reduction instead made Adams2019 abort (an empty loop at the estimates, D = 3072).
         Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
         const auto partial_at = [&](const Expr &first) {
-            Expr partial = padded(first, h, a, t);
-            for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(first + k * kSumLanes, h, a, t);
-            return cast<double>(partial);
+            return partial_sum(s.sum_steps, [&](int k) { return padded(first + k * kSumLanes, h, a, t); });
         };
         Expr blocks = (dim + block - 1) / block;
         if (get_target().has_gpu_feature()) {
@@ -268,14 +274,13 @@ private:
         Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {Range(), Range(), {0, dim / kSumLanes}});
         s.blocks = RDom(0, (dim + kSumLanes * s.sum_steps - 1) / (kSumLanes * s.sum_steps), "blocks");
         Expr first = s.blocks * s.sum_steps;
-        Expr partial = padded(ji, odd, first, h, a, t);
-        for (int k = 1; k < s.sum_steps; ++k) partial = partial + padded(ji, odd, first + k, h, a, t);
+        Expr partial = partial_sum(s.sum_steps, [&](int k) { return padded(ji, odd, first + k, h, a, t); });
         // Lane 2 ji + odd of the element form: the same partials and the same tree.
         s.lane = ji;
         s.odd = odd;
         s.lane_sums = Func("lane_sums");
         s.lane_sums(ji, odd, h, a, t) = cast<double>(0);
-        s.lane_sums(ji, odd, h, a, t) += cast<double>(partial);
+        s.lane_sums(ji, odd, h, a, t) += partial;
         s.sum_squares(h, a, t) = lane_tree([&](int l) { return s.lane_sums(l / 2, l % 2, h, a, t); });
         define_inverse_rms(s, dim);
 

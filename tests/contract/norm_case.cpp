@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "random_values.hpp"
 #include "reference/gates.hpp"
 #include "reference/reference.hpp"
@@ -120,6 +122,20 @@ void expect_contract(const NormCase &c) {
     }
     EXPECT_TRUE(ref::identical(c.x, x_before.view())) << "the input changed";
     EXPECT_TRUE(c.weight.bytes() == weight_before) << "the weight changed";
+}
+
+ref::HostTensor forward_off_word_boundary(const magi2norm::RMSNorm &norm, const ref::HostTensor &x,
+                                          const magi2norm::Grouping &grouping, const ref::Shape &out_shape,
+                                          const std::vector<std::int64_t> &out_strides, std::int64_t span) {
+    ref::HostTensor shifted_x(DType::bf16, {x.size() + 1});
+    std::memcpy(shifted_x.data_at(1), x.data(), x.bytes().size());
+    ref::HostTensor shifted_out(DType::bf16, {span + 1});
+    shifted_out.fill_bytes(0xAB);
+    norm.forward(magi2norm::ConstTensorView(shifted_x.data_at(1), DType::bf16, x.shape()), grouping,
+                 magi2norm::TensorView(shifted_out.data_at(1), DType::bf16, out_shape, out_strides));
+    ref::HostTensor out(DType::bf16, {span});
+    std::memcpy(out.data(), shifted_out.data_at(1), out.bytes().size());
+    return out;
 }
 
 testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired) {

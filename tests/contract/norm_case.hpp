@@ -61,6 +61,15 @@ ref::HostTensor run_reference(const NormCase &c);
 // `paired`, with streaming stores ("cpu_stream", "cpu_paired_stream") when `streaming`.
 testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired = false);
 
+// A BF16 -> BF16 call of `norm` on the dense values of `x` (shape x.shape()) with x and the
+// output both one element (two bytes) past a word boundary, where the paired-word form does
+// not apply: the element form's result for the same values. The output has `out_shape` and
+// `out_strides` (empty: dense); returns the `span` elements it spans, its gaps filled with 0xAB
+// bytes.
+ref::HostTensor forward_off_word_boundary(const magi2norm::RMSNorm &norm, const ref::HostTensor &x,
+                                          const magi2norm::Grouping &grouping, const ref::Shape &out_shape,
+                                          const std::vector<std::int64_t> &out_strides, std::int64_t span);
+
 // Runs the case (with its out dtype, and again with an FP32 override) and checks all three gates
 // explicitly, and that neither input nor weight changed.
 void expect_contract(const NormCase &c);
