@@ -54,9 +54,14 @@ Expr decode(Storage s, const Expr &v, const Target &target) {
     }
 }
 
-Expr encode(Storage s, const Expr &v, const Target &target) {
+// The NaNs the FP32 result can hold (NanBits): those of `in` on `target`'s arithmetic.
+NanBits result_nans(Storage in, const Target &target) {
+    return in == Storage::BF16 && !target.has_gpu_feature() ? NanBits::low_half_clear : NanBits::any;
+}
+
+Expr encode(Storage s, const Expr &v, NanBits nans, const Target &target) {
     switch (s) {
-    case Storage::BF16: return f32_to_bf16(v);
+    case Storage::BF16: return f32_to_bf16(v, nans);
     case Storage::F16: return f16_codec_is_native(target) ? f32_to_f16_native(v) : f32_to_f16(v);
     default: return v;
     }
@@ -237,7 +242,7 @@ private:
 
         Func y32("y32");
         y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
-        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), get_target());
+        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), result_nans(in_type, get_target()), get_target());
     }
 
     // The same formula over paired words, for BF16 -> BF16 rows of a multiple of 16 elements
@@ -288,7 +293,7 @@ private:
         Expr scale_of = (*scale)(kSumLanes * jo + kLanePairs * odd + ji, h, s.modality(t));
         y32(ji, odd, jo, h, a, t) = (xf(ji, odd, jo, h, a, t) * s.inv_rms(h, a, t)) * scale_of;
         Func encoded("encoded");
-        encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t), zero);
+        encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t), result_nans(in_type, get_target()), zero);
         s.output(d, h, a, t) = bf16_pair(encoded(d % kLanePairs, 0, d / kLanePairs, h, a, t),
                                          encoded(d % kLanePairs, 1, d / kLanePairs, h, a, t), zero);
     }

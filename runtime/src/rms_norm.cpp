@@ -41,7 +41,7 @@ std::int64_t weight_size(const NormConfig &c) { return c.num_modality * c.num_pa
 
 // scale = float32(W(w + 1)): the +1 is taken in FP32 and rounded to the weight's dtype, as
 // PyTorch does for a BF16/FP16 tensor plus a Python scalar.
-float scale_of(DType weight_dtype, const unsigned char *element) {
+float plus_one(DType weight_dtype, const unsigned char *element) {
     if (weight_dtype == DType::f32) {
         float w;
         std::memcpy(&w, element, sizeof w);
@@ -51,6 +51,14 @@ float scale_of(DType weight_dtype, const unsigned char *element) {
     std::memcpy(&bits, element, sizeof bits);
     if (weight_dtype == DType::bf16) return detail::bf16_to_f32(detail::f32_to_bf16(detail::bf16_to_f32(bits) + 1.0f));
     return detail::f16_to_f32(detail::f32_to_f16(detail::f16_to_f32(bits) + 1.0f));
+}
+
+// A NaN scale is stored as the one quiet NaN 0x7fc00000, whatever the weight's payload: the CPU
+// kernels' BF16 encoder rounds the NaNs of a BF16 input's results without a NaN test, which is
+// exact only for NaNs whose low 16 bits are clear (NanBits in generators/float_codecs.h).
+float scale_of(DType weight_dtype, const unsigned char *element) {
+    const float scale = plus_one(weight_dtype, element);
+    return std::isnan(scale) ? std::numeric_limits<float>::quiet_NaN() : scale;
 }
 
 // Checks a grouping by sizes (M sizes, each >= 0, summing to the token count) and hands each
