@@ -32,7 +32,7 @@ void schedule_paired_words(NormStages &s, const CpuScheduleParams &params, const
     }
     // Lanes (lane pair, odd) = position mod 16, as the element form's 16 lanes: one FP64 vector
     // of 8 lane pairs per parity.
-    s.lane_sums.compute_at(s.output, s.h).vectorize(s.lane).unroll(s.odd);
+    s.lane_sums.compute_at(s.sum_squares, s.h).vectorize(s.lane).unroll(s.odd);
     s.lane_sums.update().vectorize(s.lane).unroll(s.odd);
 }
 
@@ -70,10 +70,19 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     };
 
     // Per-token and per-row scalars live in registers: the modality is a few compares per
-    // token, the inverse RMS one sqrt and one divide per row.
+    // token, the inverse RMS one divide, one sqrt and one divide per row.
     s.modality.compute_at(s.output, t_in);
     s.inv_rms.compute_at(s.output, s.h);
-    s.sum_squares.compute_at(s.output, s.h);
+    // The sums of squares of all of a token's rows come first, then the rows' outputs: a row's
+    // divides and sqrt (about 45 cycles of dependent latency, which perf put at a quarter of
+    // the Q/K norm's samples) then depend on a sum finished a whole pass earlier, so they
+    // overlap the previous row's output instead of stalling it. Rows of a token are heads (the
+    // Q/K norm's 24 x 128); with one row per token nothing changes. Same binary, streaming
+    // variants, new / old time (NOTES.md, stop 18): [T, 24, 128] bf16 -> f32 0.88-0.92 from
+    // memory (T = 4096, 2 threads), 0.86-0.87 in cache (T = 64, one thread); bf16 -> bf16
+    // (paired) 0.78-0.85 and 0.82-0.88; one row per token (D = 128, 3072, 12288) 0.93-1.08,
+    // noise. Stored once per task (one double a row); each row's 16 lane sums stay in registers.
+    s.sum_squares.store_at(s.output, task).compute_at(s.output, t_in);
 
     if (s.paired_words) {
         schedule_paired_words(s, params, over_tasks, t_in, bytes);
@@ -84,7 +93,7 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // partial block by block; the algorithm then adds them as a tree. The same on every path,
     // vectorized or not, so the FP32 result of a call does not depend on its strides or on the
     // ISA the multi-target library picks.
-    s.lane_sums.compute_at(s.output, s.h);
+    s.lane_sums.compute_at(s.sum_squares, s.h);
 
     // Fast path: unit inner strides and at least one full vector per row. ShiftInwards
     // re-computes a few elements of the last vector instead of a scalar tail.
