@@ -69,8 +69,8 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
         stage.split(s.t, task, t_in, tokens_per_task(task_bytes), last_task).parallel(task);
     };
 
-    // Per-token and per-row scalars live in registers: the modality is a few compares per
-    // token, the inverse RMS one divide, one sqrt and one divide per row.
+    // Per-token and per-row scalars in registers: the modality is a few compares per token,
+    // the inverse RMS one divide, one sqrt and one divide per row.
     s.modality.compute_at(s.output, t_in);
     s.inv_rms.compute_at(s.output, s.h);
     // The sums of squares of all of a token's rows come first, then the rows' outputs: a row's
