@@ -118,17 +118,16 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // -> 0.91, 0.75 -> 0.85; final f32 0.92 -> 1.00, 0.93 -> 0.97; Q/K 0.89 -> 0.86, 0.86 -> 0.93.
     Stage from_memory = s.output.specialize(params.from_memory_only ? contiguous : contiguous && bytes >= params.prefetch_bytes);
     over_tasks(from_memory, params.memory_task_bytes, TailStrategy::ShiftInwards);
-    // FP32 outputs of 16-bit inputs (the Q/K norm, mHC -> f32) prefetch at the loop over
-    // vectors of an explicit split: prefetching at the vectorized d itself addresses each
-    // prefetch with the shifted-inwards index, min(8 d, D - 8), which LLVM keeps in the loop (5
-    // of its 14 instructions per 8 outputs); at the split's loop the main loop's address is
-    // unshifted and the last vector is its own tail (9 instructions). Same binary, streaming,
-    // new / old time (NOTES.md, stop 18): Q/K [4096, 24, 128] 0.81-0.93 from memory and
-    // 0.85-0.87 in cache (T = 64, one thread); [4096, 12288] 0.91-1.03; [4096, 3072] 0.97-1.00. Not
-    // for the rest: F32 -> F32 ran 1.04-1.10x the time from memory with it (0.91 in cache), as
-    // did rows of 12288 with one prefetch per 64-byte line instead of per vector (1.10-1.12x);
-    // a guess, not measured: a faster loop issues the next row's prefetches closer together and
-    // more of them are dropped.
+    // FP32 outputs of 16-bit inputs (the Q/K norm, mHC -> f32) prefetch at the loop over vectors
+    // of an explicit split: prefetching at the vectorized d itself addresses each prefetch with
+    // the shifted-inwards index, min(8 d, D - 8), which LLVM keeps in the loop (5 of its 14
+    // instructions per 8 outputs); at the split's loop the main loop's address is unshifted and
+    // the last vector is its own tail (9 instructions). Same binary, streaming, new / old time
+    // (NOTES.md, stop 18): Q/K [4096, 24, 128] 0.81-0.93 from memory and 0.85-0.87 in cache (T =
+    // 64, one thread); [4096, 12288] 0.91-1.03; [4096, 3072] 0.97-1.00. Not for the rest: F32 ->
+    // F32 ran 1.04-1.10x the time from memory with it (0.91 in cache), as did rows of 12288 with
+    // one prefetch per 64-byte line instead of per vector (1.10-1.12x); a guess, not measured: a
+    // faster loop issues the next row's prefetches closer together and more of them are dropped.
     if (s.in_bytes < s.out_bytes) {
         Var vectors("vectors"), lanes("lanes");
         from_memory.split(s.d, vectors, lanes, vec, TailStrategy::ShiftInwards)
