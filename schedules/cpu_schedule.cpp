@@ -74,14 +74,17 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     s.modality.compute_at(s.output, t_in);
     s.inv_rms.compute_at(s.output, s.h);
     // The sums of squares of all of a token's rows come first, then the rows' outputs: a row's
-    // divides and sqrt (about 45 cycles of dependent latency, which perf put at a quarter of
-    // the Q/K norm's samples) then depend on a sum finished a whole pass earlier, so they
-    // overlap the previous row's output instead of stalling it. Rows of a token are heads (the
-    // Q/K norm's 24 x 128); with one row per token nothing changes. Same binary, streaming
-    // variants, new / old time (NOTES.md, stop 18): [T, 24, 128] bf16 -> f32 0.88-0.92 from
-    // memory (T = 4096, 2 threads), 0.86-0.87 in cache (T = 64, one thread); bf16 -> bf16
-    // (paired) 0.78-0.85 and 0.82-0.88; one row per token (D = 128, 3072, 12288) 0.93-1.08,
-    // noise. Stored once per task (one double a row); each row's 16 lane sums stay in registers.
+    // divides and sqrt (about 45 cycles of dependent latency, which perf put at a quarter of the
+    // Q/K norm's samples) then depend on a sum finished a whole pass earlier, so they overlap the
+    // previous row's output instead of stalling it. A token's rows are its heads (the Q/K norm's
+    // 24 x 128) and any other middle axis; with one row per token nothing changes. Tokens of more
+    // rows than fit in cache (x [B, S, D] with P = 1 maps S to h) now read them twice from memory:
+    // [2, 4096, 3072] bf16 -> bf16 ran at 18.7-20.0 GB/s, not compared with the old schedule
+    // (NOTES.md, open questions). Same binary, streaming variants, new / old time (NOTES.md, stop
+    // 18): [T, 24, 128] bf16 -> f32 0.88-0.92 from memory (T = 4096, 2 threads), 0.86-0.87 in
+    // cache (T = 64, one thread); bf16 -> bf16 (paired) 0.78-0.85 and 0.82-0.88; one row per token
+    // (D = 128, 3072, 12288) 0.93-1.08, noise. Stored once per task (one double a row); each row's
+    // 16 lane sums stay in registers.
     s.sum_squares.store_at(s.output, task).compute_at(s.output, t_in);
 
     if (s.paired_words) {
@@ -125,7 +128,7 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // the last vector is its own tail (9 instructions). Same binary, streaming, new / old time
     // (NOTES.md, stop 18): Q/K [4096, 24, 128] 0.81-0.93 from memory and 0.85-0.87 in cache (T =
     // 64, one thread); [4096, 12288] 0.91-1.03; [4096, 3072] 0.97-1.00. Not for the rest: F32 ->
-    // F32 ran 1.04-1.10x the time from memory with it (0.91 in cache), as did rows of 12288 with
+    // F32 ran 1.00-1.10x the time from memory with it (0.91 in cache), as did rows of 12288 with
     // one prefetch per 64-byte line instead of per vector (1.10-1.12x); a guess, not measured: a
     // faster loop issues the next row's prefetches closer together and more of them are dropped.
     if (s.in_bytes < s.out_bytes) {

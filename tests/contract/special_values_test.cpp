@@ -143,28 +143,46 @@ TEST(SpecialValues, NanPayloadsStayNanInEveryOutput) {
     }
 }
 
-// NaN weights whose payloads have low bits set (FP32 weights keep theirs through w + 1): with
-// a BF16 input the CPU's BF16 encoder rounds NaNs without a NaN test, which relies on the
-// runtime storing every NaN scale as a NaN with a clear low half (0x7fffffff rounded like a
-// number is 0x8000, BF16 -0). D = 48 takes the paired-word form for BF16 -> BF16 as well.
+// NaN weights whose payloads have low bits set: with a BF16 input the CPU's BF16 encoder rounds
+// NaNs without a NaN test, which relies on the runtime storing every NaN scale as a NaN with a
+// clear low half (0x7fffffff rounded like a number is 0x8000, BF16 -0). FP32 weights keep their
+// payloads through w + 1 (without the runtime's canonical NaN this test fails); FP16 ones
+// (0x7fff would widen to 0x7fffe000) become 0x7e00 in the FP16 rounding of w + 1 today. D = 48
+// takes the paired-word form for BF16 -> BF16 (checked through last_variant), D = 40 the
+// element form.
 TEST(SpecialValues, NanWeightPayloadsStayNanInEveryOutput) {
     Rng rng(13);
-    const std::uint32_t nan_weights[] = {0x7fffffffu, 0xffffffffu, 0x7f800001u, 0x7fbfffffu};
-    const std::int64_t nan_at[] = {5, 16, 33, 47};
-    for (DType out : kDTypes) {
-        SCOPED_TRACE(pair_name(DType::bf16, out));
-        constexpr std::int64_t D = 48;
-        constexpr std::int64_t rows = 3;
-        ref::HostTensor weight = random_weight(DType::f32, {D}, rng);
-        for (int k = 0; k < 4; ++k) std::memcpy(weight.data_at(nan_at[k]), &nan_weights[k], sizeof nan_weights[k]);
-        const ref::HostTensor x = random_input(DType::bf16, {rows, D}, rng);
-        const NormCase c = rows_case(x, out, std::move(weight));
-        expect_contract(c);
-        for (std::int64_t row = 0; row < rows; ++row) {
-            for_row(c, row, [&](float y, std::int64_t d) {
-                const bool nan_weight = std::count(std::begin(nan_at), std::end(nan_at), d) > 0;
-                ASSERT_EQ(std::isnan(y), nan_weight) << "row " << row << " d " << d << " gave " << y;
-            });
+    const std::uint32_t f32_nans[] = {0x7fffffffu, 0xffffffffu, 0x7f800001u, 0x7fbfffffu};
+    const std::uint16_t f16_nans[] = {0x7fff, 0xffff, 0x7c01, 0xfdff};
+    const std::int64_t nan_at[] = {5, 16, 33, 39};
+    for (const std::int64_t D : {48, 40}) {
+        for (DType weight_dtype : {DType::f32, DType::f16}) {
+            for (DType out : kDTypes) {
+                SCOPED_TRACE(pair_name(DType::bf16, out) + ", D " + std::to_string(D) + ", weight " +
+                             magi2norm::dtype_name(weight_dtype));
+                constexpr std::int64_t rows = 3;
+                ref::HostTensor weight = random_weight(weight_dtype, {D}, rng);
+                for (int k = 0; k < 4; ++k) {
+                    if (weight_dtype == DType::f32) {
+                        std::memcpy(weight.data_at(nan_at[k]), &f32_nans[k], sizeof f32_nans[k]);
+                    } else {
+                        std::memcpy(weight.data_at(nan_at[k]), &f16_nans[k], sizeof f16_nans[k]);
+                    }
+                }
+                const ref::HostTensor x = random_input(DType::bf16, {rows, D}, rng);
+                const NormCase c = rows_case(x, out, std::move(weight));
+                expect_contract(c);
+                for (std::int64_t row = 0; row < rows; ++row) {
+                    for_row(c, row, [&](float y, std::int64_t d) {
+                        const bool nan_weight = std::count(std::begin(nan_at), std::end(nan_at), d) > 0;
+                        ASSERT_EQ(std::isnan(y), nan_weight) << "row " << row << " d " << d << " gave " << y;
+                    });
+                }
+                if (out == DType::bf16) {
+                    const bool paired = D % 16 == 0 && magi2norm::default_backend() == magi2norm::Backend::cpu;
+                    EXPECT_TRUE(ran_variant(magi2norm::default_backend(), DType::bf16, DType::bf16, false, paired));
+                }
+            }
         }
     }
 }
