@@ -132,6 +132,9 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // one prefetch per 64-byte line instead of per vector (1.10-1.12x); a guess, not measured: a
     // faster loop issues the next row's prefetches closer together and more of them are dropped.
     if (s.in_bytes < s.out_bytes) {
+        // `vectorize(lanes, vec)` splits `lanes` (extent vec) once more, and that is what moves
+        // the prefetch's address out of the shift: with `vectorize(lanes)` the loop was the
+        // 14-instruction one again (checked in the assembly).
         Var vectors("vectors"), lanes("lanes");
         from_memory.split(s.d, vectors, lanes, vec, TailStrategy::ShiftInwards)
             .vectorize(lanes, vec)
