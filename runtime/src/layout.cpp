@@ -30,7 +30,30 @@ void check_rank_and_dim(const NormConfig &config, const Dims &shape) {
     }
 }
 
+// Whether the kernel axes `inner` and `outer` walk as one axis of `inner`'s strides.
+bool mergeable(const KernelLayout &l, int inner, int outer) {
+    return l.extent[outer] == 1 || (l.x_stride[outer] == l.x_stride[inner] * l.extent[inner] &&
+                                    l.out_stride[outer] == l.out_stride[inner] * l.extent[inner]);
+}
+
+// Folds kernel axis `inner` into the token axis; the extents stay within int32 (the kernel's).
+bool fold_into_tokens(KernelLayout &l, int inner) {
+    if (l.extent[inner] == 1 || !mergeable(l, inner, kT)) return false;
+    if (l.extent[inner] * l.extent[kT] > std::numeric_limits<std::int32_t>::max()) return false;
+    l.extent[kT] *= l.extent[inner];
+    l.x_stride[kT] = l.x_stride[inner];
+    l.out_stride[kT] = l.out_stride[inner];
+    l.extent[inner] = 1;
+    return true;
+}
+
 }  // namespace
+
+void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned) {
+    fold_into_tokens(layout, kA);
+    const std::int64_t token_bytes = layout.extent[kD] * layout.extent[kH] * layout.extent[kA] * in_bytes;
+    if (!patterned && layout.extent[kA] == 1 && token_bytes > kFoldRowsBytes) fold_into_tokens(layout, kH);
+}
 
 Dims output_shape(const NormConfig &config, const Dims &input_shape) {
     check_rank_and_dim(config, input_shape);

@@ -291,6 +291,10 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
         });
     }
     if (ov.count == 0) return;
+    // One modality: every token reads the same scale, so ids (all 0, checked above) are not
+    // needed and the rows may regroup into more tokens.
+    const bool one_modality = config_.num_modality == 1;
+    if (one_modality) detail::fold_rows(call.layout, static_cast<std::int64_t>(dtype_size(xv.dtype)), config_.num_patterns > 1);
 
     // Halide's host-to-device copies need non-negative strides: a GPU call on host views with a
     // negative stride goes through contiguous copies (staging copies anyway).
@@ -324,7 +328,7 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
     call.dim = config_.dim;
     call.num_patterns = config_.num_patterns;
     call.num_modality = config_.num_modality;
-    call.token_ids = by_ids ? grouping.token_ids() : ids_from_sizes.empty() ? nullptr : ids_from_sizes.data();
+    call.token_ids = by_ids && !one_modality ? grouping.token_ids() : ids_from_sizes.empty() ? nullptr : ids_from_sizes.data();
     call.eps = config_.eps;
     detail::run_kernel(call);
 }

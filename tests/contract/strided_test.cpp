@@ -169,6 +169,39 @@ TEST_P(Strided, StridedOutputs) {
     }
 }
 
+// With one modality the runtime regroups rows into more tokens where both views' strides allow it
+// (fold_rows, runtime/src/layout.cpp): the rows of [1, S, D], the batch and sequence of [B, S, D],
+// a rank-4 middle axis. 48 rows of 768 pass the 64 KiB of input a token keeps together. The other
+// views here allow it on some axes only, or on the input's side only, and keep those rows apart.
+TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {
+    constexpr std::int64_t B = 3, S = 48, D = 768;
+    const DType in = GetParam().in;
+    const ref::HostTensor memory = random_input(in, {B, S + 1, D}, rng_);
+    const auto view = [&](std::int64_t first, ref::Shape shape, std::vector<std::int64_t> strides) {
+        return magi2norm::ConstTensorView(memory.data_at(first), in, std::move(shape), std::move(strides));
+    };
+    expect_contract(make_case(view(0, {1, S, D}, {}), 1, false));
+    expect_contract(make_case(view(0, {B, S, D}, {S * D, D, 1}), 1, false));
+    expect_contract(make_case(view((S - 1) * D, {1, S, D}, {S * D, -D, 1}), 1, false));   // sequence reversed
+    expect_contract(make_case(view(0, {B, S, D}, {(S + 1) * D, D, 1}), 1, false));       // padded batches
+    expect_contract(make_case(view(0, {2, 3, 16, D}, {48 * D, 16 * D, D, 1}), 1, false));  // rank 4, dense
+    expect_contract(make_case(view(0, {B, 2, 24, D}, {(S + 1) * D, 24 * D, D, 1}), 1, false));
+    expect_contract(make_case(view(0, {2, 3, 4, D}, {12 * D, 4 * D, D, 1}), 4, false));   // P = 4: heads stay
+    // Ids and sizes of the one modality name tokens of axis 0, not the regrouped ones.
+    NormCase by_ids = make_case(view(0, {B, S, D}, {S * D, D, 1}), 1, false);
+    by_ids.grouping = GroupingSpec::by_ids(std::vector<std::int32_t>(B, 0), 1);
+    expect_contract(by_ids);
+    NormCase by_sizes = by_ids;
+    by_sizes.grouping = GroupingSpec::by_sizes({B});
+    expect_contract(by_sizes);
+
+    // An output whose batches are padded keeps the rows apart although the input's would merge.
+    const ref::HostTensor x = random_input(in, {B, S, D}, rng_);
+    const NormCase c = make_case(x.view(), 1, false);
+    ref::HostTensor padded(GetParam().out, {B, S + 1, D});
+    expect_into_strided(c, padded, {padded.data(), GetParam().out, {B, S, D}, {(S + 1) * D, D, 1}});
+}
+
 INSTANTIATE_TEST_SUITE_P(Pairs, Strided,
                          testing::Values(DtypePair{DType::f32, DType::f32}, DtypePair{DType::bf16, DType::bf16},
                                          DtypePair{DType::bf16, DType::f32}, DtypePair{DType::f16, DType::f16},

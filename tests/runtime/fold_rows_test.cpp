@@ -1,0 +1,94 @@
+// How the runtime regroups the rows of a one-modality call into tokens (layout.cpp, fold_rows):
+// what the kernel then sees, which the contract suites cannot observe (they check the values of
+// the same layouts, tests/contract/strided_test.cpp).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+
+#include "layout.hpp"
+
+namespace {
+
+using magi2norm::detail::fold_rows;
+using magi2norm::detail::KernelLayout;
+using Axes = std::array<std::int64_t, 4>;  // (d, h, a, t)
+
+KernelLayout layout_of(Axes extent, Axes x_stride, Axes out_stride) {
+    KernelLayout l;
+    l.extent = extent;
+    l.x_stride = x_stride;
+    l.out_stride = out_stride;
+    return l;
+}
+
+KernelLayout dense(Axes extent) {
+    const Axes strides = {1, extent[0], extent[0] * extent[1], extent[0] * extent[1] * extent[2]};
+    return layout_of(extent, strides, strides);
+}
+
+void expect_axes(const KernelLayout &l, Axes extent, Axes x_stride, Axes out_stride) {
+    EXPECT_EQ(l.extent, extent);
+    EXPECT_EQ(l.x_stride, x_stride);
+    EXPECT_EQ(l.out_stride, out_stride);
+}
+
+TEST(FoldRows, OneSequenceBecomesOneTokenPerRow) {
+    KernelLayout l = dense({3072, 8192, 1, 1});  // x [1, 8192, 3072] bf16: one token before
+    fold_rows(l, 2, false);
+    constexpr std::int64_t sequence = 8192 * 3072;  // the unit axes keep their strides, never applied
+    expect_axes(l, {3072, 1, 1, 8192}, {1, 3072, sequence, 3072}, {1, 3072, sequence, 3072});
+}
+
+TEST(FoldRows, BatchAndSequenceMerge) {
+    KernelLayout l = dense({3072, 4096, 1, 2});  // [2, 4096, 3072]
+    fold_rows(l, 2, false);
+    EXPECT_EQ(l.extent, (Axes{3072, 1, 1, 8192}));
+    EXPECT_EQ(l.x_stride[3], 3072);
+}
+
+TEST(FoldRows, HeadsWithinTheBudgetStayTogether) {
+    KernelLayout l = dense({128, 24, 1, 4096});  // the Q/K norm: 6 KiB of BF16 a token
+    fold_rows(l, 2, false);
+    expect_axes(l, {128, 24, 1, 4096}, {1, 128, 3072, 3072}, {1, 128, 3072, 3072});
+    KernelLayout wide = dense({128, 256, 1, 16});  // 64 KiB of BF16: still within
+    fold_rows(wide, 2, false);
+    EXPECT_EQ(wide.extent[1], 256);
+    fold_rows(wide, 4, false);  // 128 KiB of FP32: past it
+    EXPECT_EQ(wide.extent, (Axes{128, 1, 1, 4096}));
+}
+
+TEST(FoldRows, ReversedSequenceKeepsItsNegativeStride) {
+    KernelLayout l = layout_of({768, 48, 1, 1}, {1, -768, 48 * 768, 48 * 768}, {1, 768, 48 * 768, 48 * 768});
+    fold_rows(l, 2, false);
+    expect_axes(l, {768, 1, 1, 48}, {1, -768, 48 * 768, -768}, {1, 768, 48 * 768, 768});
+}
+
+TEST(FoldRows, StridesThatDoNotChainKeepTheAxes) {
+    // Batches padded by one row in the input, then in the output only.
+    KernelLayout padded_in = layout_of({768, 48, 1, 3}, {1, 768, 49 * 768, 49 * 768}, {1, 768, 48 * 768, 48 * 768});
+    const KernelLayout before = padded_in;
+    fold_rows(padded_in, 2, false);
+    expect_axes(padded_in, before.extent, before.x_stride, before.out_stride);
+    KernelLayout padded_out = layout_of({768, 48, 1, 3}, {1, 768, 48 * 768, 48 * 768}, {1, 768, 49 * 768, 49 * 768});
+    fold_rows(padded_out, 2, false);
+    EXPECT_EQ(padded_out.extent, (Axes{768, 48, 1, 3}));
+}
+
+TEST(FoldRows, MiddleAxisMergesAndPatternsStay) {
+    KernelLayout rank4 = dense({768, 4, 3, 2});  // [2, 3, 4, 768] under a [4, 768] scale
+    fold_rows(rank4, 4, true);
+    EXPECT_EQ(rank4.extent, (Axes{768, 4, 1, 6}));
+    EXPECT_EQ(rank4.x_stride[3], 4 * 768);
+    KernelLayout many = dense({768, 4096, 1, 1});
+    fold_rows(many, 4, true);  // a pattern axis never folds, however long
+    EXPECT_EQ(many.extent, (Axes{768, 4096, 1, 1}));
+}
+
+TEST(FoldRows, ExtentsStayWithinInt32) {
+    KernelLayout l = dense({1, 65536, 1, 65536});  // 2^32 rows of one element
+    fold_rows(l, 4, false);
+    EXPECT_EQ(l.extent, (Axes{1, 65536, 1, 65536}));
+}
+
+}  // namespace
