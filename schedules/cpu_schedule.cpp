@@ -73,18 +73,18 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // the inverse RMS one divide, one sqrt and one divide per row.
     s.modality.compute_at(s.output, t_in);
     s.inv_rms.compute_at(s.output, s.h);
-    // The sums of squares of all of a token's rows come first, then the rows' outputs: a row's
-    // divides and sqrt (about 45 cycles of dependent latency, which perf put at a quarter of the
-    // Q/K norm's samples) then depend on a sum finished a whole pass earlier, so they overlap the
-    // previous row's output instead of stalling it. A token's rows are its heads (the Q/K norm's
-    // 24 x 128) and any other middle axis; with one row per token nothing changes. A token of more
-    // rows than fit in cache reads them twice from memory: with one modality the runtime regroups
-    // such rows into tokens (fold_rows, runtime/src/layout.hpp); with more, x [T, S, D] under a
-    // [D] scale still makes tokens of S rows (NOTES.md, open questions). Same binary, streaming
-    // variants, new / old time (NOTES.md, stop 18): [T, 24, 128] bf16 -> f32 0.88-0.92 from memory (T = 4096, 2 threads), 0.86-0.87 in
-    // cache (T = 64, one thread); bf16 -> bf16 (paired) 0.78-0.85 and 0.82-0.88; one row per token
-    // (D = 128, 3072, 12288) 0.93-1.08, noise. Stored once per task (one double a row); each row's
-    // 16 lane sums stay in registers.
+    // The sums of squares of all of a token's rows come first, then the rows' outputs: a row's divides
+    // and sqrt (about 45 cycles of dependent latency, which perf put at a quarter of the Q/K norm's
+    // samples) then depend on a sum finished a whole pass earlier, so they overlap the previous row's
+    // output instead of stalling it. A token's rows are its heads (the Q/K norm's 24 x 128) and any
+    // other middle axis; with one row per token nothing changes. A token of more rows than fit in
+    // cache reads them twice from memory: with one modality the runtime regroups such rows into tokens
+    // (fold_rows, runtime/src/layout.hpp); with more, x [T, S, D] under a [D] scale still makes tokens
+    // of S rows (NOTES.md, open questions). Same binary, streaming variants, new / old time (NOTES.md,
+    // stop 18): [T, 24, 128] bf16 -> f32 0.88-0.92 from memory (T = 4096, 2 threads), 0.86-0.87 in
+    // cache (T = 64, one thread); bf16 -> bf16 (paired) 0.78-0.85 and 0.82-0.88; one row per token (D
+    // = 128, 3072, 12288) 0.93-1.08, noise. Stored once per task (one double a row); each row's 16
+    // lane sums stay in registers.
     s.sum_squares.store_at(s.output, task).compute_at(s.output, t_in);
 
     if (s.paired_words) {
