@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
     warm_thread_pool();
 
     std::vector<Implementation> implementations = {ours(), memcpy_reference(), scalar_peer()};
+    for (Implementation &form : ours_view_forms()) implementations.push_back(std::move(form));
     for (Implementation &peer : halide_autoscheduler_peers()) implementations.push_back(std::move(peer));
     std::string torch_note;
     for (Implementation &peer : torch_peers(torch_note)) implementations.push_back(std::move(peer));

@@ -31,11 +31,17 @@ struct Implementation {
     bool nearby_ceilings = false;  // its memory-bound cases get ceilings measured around them
 };
 
-// Token counts up to which a call counts as tiny (issue 3: T = 1 and T = 16).
+// Token counts up to which a call counts as tiny (issue 3: T = 1 and T = 16), and from which
+// the bandwidth targets apply.
 constexpr std::int64_t kTinyTokens = 16;
+constexpr std::int64_t kLargeTokens = 4096;
 
 // magi2norm::RMSNorm::forward, the library as a host calls it.
 Implementation ours();
+// Ours on the same memory through other views ("ours_one_sequence": [1, T, ...];
+// "ours_heads_major": [rows, T, D] of the multi-row cases), for the cases with one modality and
+// T >= kLargeTokens: each should run at the plain view's speed.
+std::vector<Implementation> ours_view_forms();
 // A memcpy moving as many bytes as the norm, for tiny cases only: the tiny-call yardstick.
 Implementation memcpy_reference();
 // The formula as a hand-written scalar loop.

@@ -1,6 +1,9 @@
 // The library through its public API, exactly as a host calls it: one RMSNorm made from the BF16
-// weight, forward() per call (views and grouping validated every time, as in the model).
+// weight, forward() per call (views and grouping validated every time, as in the model). Also the
+// same memory through other views (ViewForm), which should run at the plain view's speed.
 #include "implementation.hpp"
+
+#include <utility>
 
 namespace magi2norm::bench {
 
@@ -14,18 +17,35 @@ Grouping grouping_of(const Workspace &ws) {
     }
 }
 
+// How the workspace's dense [T, rows..., D] memory is handed to forward().
+enum class ViewForm {
+    plain,         // [T, rows..., D]
+    one_sequence,  // [1, T, rows..., D]: a host's [batch, sequence, hidden] with one sequence
+    heads_major,   // [rows, T, D] of [T, rows, D] memory: the heads axis first, as after a transpose
+};
+
 class OursRunner : public Runner {
 public:
-    explicit OursRunner(Workspace &ws)
+    OursRunner(Workspace &ws, ViewForm form)
         : ws_(ws),
           norm_(config(ws.spec()), ConstTensorView(ws.weight().data(), DType::bf16,
                                                    {static_cast<std::int64_t>(ws.weight().size())})),
           grouping_(grouping_of(ws)),
-          shape_(ws.spec().shape()) {}
+          shape_(ws.spec().shape()),
+          strides_(contiguous_strides(shape_)) {
+        if (form == ViewForm::one_sequence) {
+            shape_.insert(shape_.begin(), 1);
+            strides_.insert(strides_.begin(), strides_.front() * ws.spec().tokens);
+        } else if (form == ViewForm::heads_major) {
+            std::swap(shape_[0], shape_[1]);
+            std::swap(strides_[0], strides_[1]);
+        }
+    }
 
     const void *run(std::size_t pair) override {
         const Case &c = ws_.spec();
-        norm_.forward(ConstTensorView(ws_.x(pair), c.in, shape_), grouping_, TensorView(ws_.out(pair), c.out, shape_));
+        norm_.forward(ConstTensorView(ws_.x(pair), c.in, shape_, strides_), grouping_,
+                      TensorView(ws_.out(pair), c.out, shape_, strides_));
         return ws_.out(pair);
     }
 
@@ -42,16 +62,28 @@ private:
     Workspace &ws_;
     RMSNorm norm_;
     Grouping grouping_;
-    std::vector<std::int64_t> shape_;
+    std::vector<std::int64_t> shape_, strides_;
 };
 
 }  // namespace
 
 Implementation ours() {
     Implementation impl{"ours", num_threads(), [](const Case &) { return true; },
-                        [](Workspace &ws) { return std::make_unique<OursRunner>(ws); }};
+                        [](Workspace &ws) { return std::make_unique<OursRunner>(ws, ViewForm::plain); }};
     impl.nearby_ceilings = true;
     return impl;
+}
+
+std::vector<Implementation> ours_view_forms() {
+    // One modality only: with more, axis 0 of these views is not the tokens' modality order the
+    // workspace's grouping and check describe. From memory only, where a form could cost bandwidth.
+    const auto large_one_modality = [](const Case &c) { return c.num_modality == 1 && c.tokens >= kLargeTokens; };
+    const auto prepare = [](ViewForm form) {
+        return [form](Workspace &ws) { return std::make_unique<OursRunner>(ws, form); };
+    };
+    return {{"ours_one_sequence", num_threads(), large_one_modality, prepare(ViewForm::one_sequence)},
+            {"ours_heads_major", num_threads(),
+             [=](const Case &c) { return large_one_modality(c) && c.rows_per_token() > 1; }, prepare(ViewForm::heads_major)}};
 }
 
 }  // namespace magi2norm::bench

@@ -171,8 +171,8 @@ TEST_P(Strided, StridedOutputs) {
 
 // With one modality the runtime regroups rows into more tokens where both views' strides allow it
 // (fold_rows, runtime/src/layout.cpp): the rows of [1, S, D], the batch and sequence of [B, S, D],
-// a rank-4 middle axis. 48 rows of 768 pass the 64 KiB of input a token keeps together. The other
-// views here allow it on some axes only, or on the input's side only, and keep those rows apart.
+// a rank-4 middle axis; where they do not chain, the longer axis becomes the tokens. 48 rows of 768
+// pass the 64 KiB of input a token keeps together.
 TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {
     constexpr std::int64_t B = 3, S = 48, D = 768;
     const DType in = GetParam().in;
@@ -187,6 +187,7 @@ TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {
     expect_contract(make_case(view(0, {2, 3, 16, D}, {48 * D, 16 * D, D, 1}), 1, false));  // rank 4, dense
     expect_contract(make_case(view(0, {B, 2, 24, D}, {(S + 1) * D, 24 * D, D, 1}), 1, false));
     expect_contract(make_case(view(0, {2, 3, 4, D}, {12 * D, 4 * D, D, 1}), 4, false));   // P = 4: heads stay
+    expect_contract(make_case(view(0, {2, S, D}, {D, 2 * D, 1}), 1, false));              // heads-major view
     // Ids and sizes of the one modality name tokens of axis 0, not the regrouped ones.
     NormCase by_ids = make_case(view(0, {B, S, D}, {S * D, D, 1}), 1, false);
     by_ids.grouping = GroupingSpec::by_ids(std::vector<std::int32_t>(B, 0), 1);
@@ -195,7 +196,7 @@ TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {
     by_sizes.grouping = GroupingSpec::by_sizes({B});
     expect_contract(by_sizes);
 
-    // An output whose batches are padded keeps the rows apart although the input's would merge.
+    // An output whose batches are padded: the rows cannot merge although the input's would.
     const ref::HostTensor x = random_input(in, {B, S, D}, rng_);
     const NormCase c = make_case(x.view(), 1, false);
     ref::HostTensor padded(GetParam().out, {B, S + 1, D});

@@ -64,15 +64,30 @@ TEST(FoldRows, ReversedSequenceKeepsItsNegativeStride) {
     expect_axes(l, {768, 1, 1, 48}, {1, -768, 48 * 768, -768}, {1, 768, 48 * 768, 768});
 }
 
-TEST(FoldRows, StridesThatDoNotChainKeepTheAxes) {
-    // Batches padded by one row in the input, then in the output only.
+TEST(FoldRows, StridesThatDoNotChainSwapInsteadOfMerging) {
+    // Batches padded by one row in the input, then in the output only: 3 tokens of 48 rows (72
+    // KiB of BF16) become 48 tokens of 3 rows, a batch apart.
     KernelLayout padded_in = layout_of({768, 48, 1, 3}, {1, 768, 49 * 768, 49 * 768}, {1, 768, 48 * 768, 48 * 768});
-    const KernelLayout before = padded_in;
     fold_rows(padded_in, 2, false);
-    expect_axes(padded_in, before.extent, before.x_stride, before.out_stride);
+    expect_axes(padded_in, {768, 3, 1, 48}, {1, 49 * 768, 49 * 768, 768}, {1, 48 * 768, 48 * 768, 768});
     KernelLayout padded_out = layout_of({768, 48, 1, 3}, {1, 768, 48 * 768, 48 * 768}, {1, 768, 49 * 768, 49 * 768});
     fold_rows(padded_out, 2, false);
-    EXPECT_EQ(padded_out.extent, (Axes{768, 48, 1, 3}));
+    expect_axes(padded_out, {768, 3, 1, 48}, {1, 48 * 768, 48 * 768, 768}, {1, 49 * 768, 49 * 768, 768});
+    // A middle axis that does not chain with the tokens keeps every axis where it is.
+    KernelLayout rank4 = layout_of({768, 48, 2, 3}, {1, 768, 48 * 768, 97 * 768}, {1, 768, 48 * 768, 96 * 768});
+    const KernelLayout before = rank4;
+    fold_rows(rank4, 2, false);
+    expect_axes(rank4, before.extent, before.x_stride, before.out_stride);
+}
+
+TEST(FoldRows, HeadsMajorMemoryMakesTheLongerAxisTheTokens) {
+    // [24, 4096, 128] read from [4096, 24, 128] memory: 24 tokens of 1 MiB, then 4096 of 24 heads.
+    KernelLayout l = layout_of({128, 4096, 1, 24}, {1, 3072, 3072 * 4096, 128}, {1, 3072, 3072 * 4096, 128});
+    fold_rows(l, 2, false);
+    expect_axes(l, {128, 24, 1, 4096}, {1, 128, 3072 * 4096, 3072}, {1, 128, 3072 * 4096, 3072});
+    KernelLayout within = layout_of({128, 256, 1, 24}, {1, 3072, 3072 * 256, 128}, {1, 3072, 3072 * 256, 128});
+    fold_rows(within, 2, false);  // 64 KiB tokens stay as they are
+    EXPECT_EQ(within.extent, (Axes{128, 256, 1, 24}));
 }
 
 TEST(FoldRows, MiddleAxisMergesAndPatternsStay) {
