@@ -85,6 +85,7 @@ public:
     GeneratorParam<int> cpu_split_bytes{"cpu_split_bytes", 32 * 1024};
     GeneratorParam<int> cpu_prefetch_bytes{"cpu_prefetch_bytes", 4 * 1024 * 1024};
     GeneratorParam<int> cpu_memory_task_bytes{"cpu_memory_task_bytes", 1024 * 1024};
+    GeneratorParam<int> cpu_chunk_bytes{"cpu_chunk_bytes", 16 * 1024};
     // > 0: the variant for calls that come from memory, written with streaming stores, for
     // outputs aligned to this many bytes (see require_streaming_layout).
     GeneratorParam<int> cpu_stream_alignment{"cpu_stream_alignment", 0};
@@ -159,7 +160,7 @@ public:
             schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
         } else {
             schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes, cpu_prefetch_bytes,
-                                        cpu_memory_task_bytes, cpu_stream_alignment > 0}, get_target());
+                                        cpu_memory_task_bytes, cpu_chunk_bytes, cpu_stream_alignment > 0}, get_target());
         }
     }
 

@@ -49,7 +49,7 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // input amortizes the task overhead for small rows (the Q/K norm's 24 x 128) while leaving
     // enough tasks to balance. The loops are not fused: fusing (h, a, t) into one row loop
     // made bounds inference size the per-row scalars for every head (an allocation per row).
-    Var task("task"), t_in("t_in");
+    Var task("task"), t_in("t_in"), h_chunk("h_chunk"), h_row("h_row");
     Expr token_bytes = max(1, s.dim * s.in_bytes * s.output.output_buffer().dim(1).extent() *
                                   s.output.output_buffer().dim(2).extent());
     // As many tasks as `task_bytes` asks for, with the tokens spread evenly over them: 16
@@ -65,27 +65,34 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
         Expr tasks = cast<int>(clamp((bytes + task_bytes - 1) / task_bytes, fewest_tasks, cast<int64_t>(max(tokens, 1))));
         return max(1, (tokens + tasks - 1) / tasks);
     };
+    // A token's rows in chunks (see sum_squares below). The last chunk shifts back over the one
+    // before it (a chunk never has more rows than the token).
+    Expr heads = s.output.output_buffer().dim(1).extent();
+    Expr rows_per_chunk = clamp(params.chunk_bytes / max(1, s.dim * s.in_bytes), 1, max(heads, 1));
     const auto over_tasks = [&](Stage stage, int task_bytes, TailStrategy last_task) {
         stage.split(s.t, task, t_in, tokens_per_task(task_bytes), last_task).parallel(task);
+        stage.split(s.h, h_chunk, h_row, rows_per_chunk, TailStrategy::ShiftInwards);
     };
 
     // Per-token and per-row scalars in registers: the modality is a few compares per token,
     // the inverse RMS one divide, one sqrt and one divide per row.
     s.modality.compute_at(s.output, t_in);
-    s.inv_rms.compute_at(s.output, s.h);
-    // The sums of squares of all of a token's rows come first, then the rows' outputs: a row's divides
-    // and sqrt (about 45 cycles of dependent latency, which perf put at a quarter of the Q/K norm's
-    // samples) then depend on a sum finished a whole pass earlier, so they overlap the previous row's
-    // output instead of stalling it. A token's rows are its heads (the Q/K norm's 24 x 128) and any
-    // other middle axis; with one row per token nothing changes. A token of more rows than fit in
-    // cache reads them twice from memory: with one modality the runtime regroups such rows into tokens
-    // (fold_rows, runtime/src/layout.hpp); with more, x [T, S, D] under a [D] scale still makes tokens
-    // of S rows (NOTES.md, open questions). Same binary, streaming variants, new / old time (NOTES.md,
-    // stop 18): [T, 24, 128] bf16 -> f32 0.88-0.92 from memory (T = 4096, 2 threads), 0.86-0.87 in
-    // cache (T = 64, one thread); bf16 -> bf16 (paired) 0.78-0.85 and 0.82-0.88; one row per token (D
-    // = 128, 3072, 12288) 0.93-1.08, noise. Stored once per task (one double a row); each row's 16
-    // lane sums stay in registers.
-    s.sum_squares.store_at(s.output, task).compute_at(s.output, t_in);
+    s.inv_rms.compute_at(s.output, h_row);
+    // The sums of squares of a chunk of a token's rows come first, then the chunk's outputs: a
+    // row's divides and sqrt (about 45 cycles of dependent latency, which perf put at a quarter of
+    // the Q/K norm's samples) then depend on a sum finished a whole pass earlier, so they overlap
+    // the previous row's output instead of stalling it. A chunk is as many rows as fit in
+    // `chunk_bytes` of input (at least one): the Q/K norm's 24 heads of 128 make one chunk, rows of
+    // 3072 one or two. Same binary, streaming variants, new / old time (NOTES.md, stop 18): whole
+    // tokens against one row at a time, [T, 24, 128] bf16 -> f32 0.88-0.92 from memory (T = 4096,
+    // 2 threads), 0.86-0.87 in cache (T = 64, one thread); bf16 -> bf16 (paired) 0.78-0.85 and
+    // 0.82-0.88; one row per token (D = 128, 3072, 12288) 0.93-1.08, noise. And (stop 19) chunks of
+    // 16 KiB against whole tokens, [4096, 4, 3072] from memory: f32 0.91-0.92, bf16 -> f32
+    // 0.90-0.93, bf16 -> bf16 (paired) 0.94-1.04; in cache (T = 16, one thread) f32 0.86-0.90, bf16
+    // -> f32 0.99-1.02, Q/K unchanged. Whole tokens of many rows also read them twice from memory
+    // (x [T, S, D] under a [D] scale). Stored once per task (one double a row); each row's 16 lane
+    // sums stay in registers.
+    s.sum_squares.store_at(s.output, task).compute_at(s.output, h_chunk);
 
     if (s.paired_words) {
         schedule_paired_words(s, params, over_tasks, t_in, bytes);

@@ -20,6 +20,8 @@ struct CpuScheduleParams {
     int prefetch_bytes = 4 * 1024 * 1024;
     // Input bytes per parallel task of those calls (the prefetch cannot reach across tasks).
     int memory_task_bytes = 1024 * 1024;
+    // Input bytes of a token's rows whose sums of squares are computed before their outputs.
+    int chunk_bytes = 16 * 1024;
     // The variant for calls from memory (written with streaming stores): every contiguous call
     // takes the prefetching path, whatever its size (the runtime chose this variant by size).
     bool from_memory_only = false;

@@ -34,11 +34,12 @@ KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const C
 // With one modality no axis selects a modality, and with P = 1 none selects a scale row either:
 // the rows can be walked in any grouping into tokens. This folds the middle axis `a` into the
 // token axis where one stride steps over both, and then, with P = 1, the head axis too when a
-// token's rows pass `kFoldRowsBytes` of input (x [1, S, D] is otherwise one token: one task, one
-// thread, and its rows read twice from memory, the sums of squares coming before the outputs);
-// where the head axis cannot fold, the longer of it and the token axis becomes the tokens.
-// Rows within that budget stay together: a token's sums then overlap its rows' outputs (the Q/K
-// norm's 24 x 128, schedules/cpu_schedule.cpp). Only for calls that name no token ids.
+// token's rows pass `kFoldRowsBytes` of input (x [1, S, D] is otherwise one token: one task on one
+// thread); where the head axis cannot fold, the longer of it and the token axis becomes the
+// tokens. Rows within that budget stay together: the CPU schedule computes the sums of a token's
+// rows together, which overlaps each row's divides with the outputs before it (the Q/K norm's
+// 24 x 128, schedules/cpu_schedule.cpp). The kernel then gets no token ids (with one modality
+// they are all 0).
 constexpr std::int64_t kFoldRowsBytes = 64 * 1024;
 void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned);
 

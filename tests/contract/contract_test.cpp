@@ -193,5 +193,32 @@ TEST_P(Contract, ThreeGates) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Contract, testing::ValuesIn(all_params()), param_name);
 
+// The CPU schedule computes the sums of squares of a token's rows in chunks of about 16 KiB of
+// input (schedules/cpu_schedule.cpp), its last chunk shifted back over the one before: 7 heads of
+// 3072 BF16 or 1536 FP32 make chunks of 2 rows, 7 of 3072 FP32 chunks of one, and 5 patterns of
+// 1536 BF16 one chunk. Three modalities by ids, so that no regrouping of rows applies.
+TEST(Chunks, TokensOfRowsInChunksWithTheLastShifted) {
+    Rng rng(4242);
+    struct Run {
+        DType in, out;
+        ref::Shape x;
+        std::int64_t num_patterns;
+    };
+    for (const Run &run : {Run{DType::bf16, DType::bf16, {3, 7, 3072}, 1}, Run{DType::bf16, DType::f32, {3, 7, 3072}, 1},
+                           Run{DType::f32, DType::f32, {3, 7, 3072}, 1}, Run{DType::f32, DType::f32, {4, 7, 1536}, 1},
+                           Run{DType::bf16, DType::bf16, {4, 5, 1536}, 5}}) {
+        const ref::HostTensor x = random_input(run.in, run.x, rng);
+        NormCase c;
+        c.grouping = grouping_for(GroupingSpec::Kind::ids, run.x[0], 1, rng);
+        c.config.dim = run.x.back();
+        c.config.num_modality = c.grouping.num_modality;
+        c.config.num_patterns = run.num_patterns;
+        c.config.out_dtype = run.out;
+        c.x = x.view();
+        c.weight = random_weight(DType::bf16, {c.config.num_modality * run.num_patterns * c.config.dim}, rng);
+        expect_contract(c);
+    }
+}
+
 }  // namespace
 }  // namespace contract
