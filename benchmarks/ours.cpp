@@ -76,7 +76,8 @@ Implementation ours() {
 
 std::vector<Implementation> ours_view_forms() {
     // One modality only: with more, axis 0 of these views is not the tokens' modality order the
-    // workspace's grouping and check describe. From memory only, where a form could cost bandwidth.
+    // workspace's grouping and check describe. The large calls only (T >= kLargeTokens, which
+    // comes from memory except for the narrowest rows), where a view could cost bandwidth.
     const auto large_one_modality = [](const Case &c) { return c.num_modality == 1 && c.tokens >= kLargeTokens; };
     const auto prepare = [](ViewForm form) {
         return [form](Workspace &ws) { return std::make_unique<OursRunner>(ws, form); };

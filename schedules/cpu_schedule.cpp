@@ -62,8 +62,9 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // below ~32 KiB ([16, 768] BF16) the hand-off to the second thread eats the gain.
     Expr fewest_tasks = select(tokens > 1 && bytes >= params.split_bytes, cast<int64_t>(2), cast<int64_t>(1));
     const auto tokens_per_task = [&](int task_bytes) {
-        Expr tasks = cast<int>(clamp((bytes + task_bytes - 1) / task_bytes, fewest_tasks, cast<int64_t>(max(tokens, 1))));
-        return max(1, (tokens + tasks - 1) / tasks);
+        Expr tasks = clamp((bytes + task_bytes - 1) / task_bytes, fewest_tasks, cast<int64_t>(max(tokens, 1)));
+        // In 64 bits: tokens + tasks - 1 passes int32 for up to 2^31 - 1 tokens.
+        return max(1, cast<int>((cast<int64_t>(tokens) + tasks - 1) / tasks));
     };
     // A token's rows in chunks (see sum_squares below). The last chunk shifts back over the one
     // before it (a chunk never has more rows than the token).
@@ -89,9 +90,9 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // 0.82-0.88; one row per token (D = 128, 3072, 12288) 0.93-1.08, noise. And (stop 19) chunks of
     // 16 KiB against whole tokens, [4096, 4, 3072] from memory: f32 0.91-0.92, bf16 -> f32
     // 0.90-0.93, bf16 -> bf16 (paired) 0.94-1.04; in cache (T = 16, one thread) f32 0.86-0.90, bf16
-    // -> f32 0.99-1.02, Q/K unchanged. Whole tokens of many rows also read them twice from memory
-    // (x [T, S, D] under a [D] scale). Stored once per task (one double a row); each row's 16 lane
-    // sums stay in registers.
+    // -> f32 0.99-1.02, Q/K unchanged. Whole tokens of many rows had also read them twice from
+    // memory (x [T, S, D] with M > 1: the runtime regroups such rows when M = 1). Stored once per
+    // task (one double a row); each row's 16 lane sums stay in registers.
     s.sum_squares.store_at(s.output, task).compute_at(s.output, h_chunk);
 
     if (s.paired_words) {

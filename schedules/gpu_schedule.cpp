@@ -29,7 +29,9 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     Expr row_threads = select(short_row, short_row_threads, threads);
     Expr rows_per_block = select(short_row, rows, 1);
 
-    // Blocks over (h, a, token blocks); threads over (d, token in block). On the fast path (unit
+    // Blocks over (token blocks, h, a): the token blocks on the grid's x, which CUDA allows up to
+    // 2^31 - 1 blocks (y and z: 65535), so [65536, 3072] and the rows the runtime regroups into
+    // tokens (layout.hpp, fold_rows) launch; threads over (d, token in block). On the fast path (unit
     // strides, D a multiple of vec) each thread touches `vec` consecutive elements per step, so
     // loads and stores are wide and a warp reads contiguous memory; the guard for the row's end
     // is per vector, so no lane-wise predication is needed (OpenCL C has none).
@@ -43,7 +45,7 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     s.output.split(s.t, t_block, t_row, rows_per_block, TailStrategy::ShiftInwards);
     // What both paths share once their d loops are split: the grid, the threads, the unrolled steps.
     const auto over_blocks = [&](Stage stage) {
-        stage.gpu_blocks(s.h, s.a, t_block)
+        stage.gpu_blocks(t_block, s.h, s.a)
             .gpu_threads(d_thread, t_row)
             .split(d_out, d_step, d_unrolled, unroll, TailStrategy::GuardWithIf)
             .unroll(d_unrolled);
@@ -51,15 +53,15 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     over_blocks(s.output.specialize(wide)
                     .split(s.d, d_chunk, d_vec, vec, TailStrategy::RoundUp)
                     .split(d_chunk, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
-                    .reorder(d_vec, d_thread, d_out, t_row, s.h, s.a, t_block)
+                    .reorder(d_vec, d_thread, d_out, t_row, t_block, s.h, s.a)
                     .vectorize(d_vec));
     over_blocks(s.output.split(s.d, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
-                    .reorder(d_thread, d_out, t_row, s.h, s.a, t_block));
+                    .reorder(d_thread, d_out, t_row, t_block, s.h, s.a));
 
     // Per-row values of a block live in shared memory.
-    s.modality.compute_at(s.output, s.h);
-    s.inv_rms.compute_at(s.output, s.h);
-    s.sum_squares.compute_at(s.output, s.h);
+    s.modality.compute_at(s.output, t_block);
+    s.inv_rms.compute_at(s.output, t_block);
+    s.sum_squares.compute_at(s.output, t_block);
 
     // Each thread accumulates its share of its row (on the fast path the same elements it later
     // writes, so the second read hits L1) in one register. A row's partial sums then meet in
@@ -79,7 +81,7 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
         .split(r_d, ro, ri, row_threads * vec, TailStrategy::GuardWithIf)
         .split(ri, r_thread, r_vec, vec);
     Func lanes = s.sum_squares.update(0).rfactor(r_thread, lane);
-    lanes.compute_at(s.output, s.h).reorder(lane, s.t).gpu_threads(lane, s.t);
+    lanes.compute_at(s.output, t_block).reorder(lane, s.t).gpu_threads(lane, s.t);
     // Unrolled steps keep their order (ro ascending), so the sums do not change.
     lanes.update()
         .reorder(r_vec, ro, lane, s.t)
@@ -88,7 +90,7 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
         .unroll(r_unrolled);
     s.sum_squares.update(0).split(r_thread, r_group, r_member, kGroup, TailStrategy::GuardWithIf);
     Func groups = s.sum_squares.update(0).rfactor(r_group, group);
-    groups.compute_at(s.output, s.h).reorder(group, s.t).gpu_threads(group, s.t);
+    groups.compute_at(s.output, t_block).reorder(group, s.t).gpu_threads(group, s.t);
     groups.update().reorder(r_member, group, s.t).gpu_threads(group, s.t);
 }
 

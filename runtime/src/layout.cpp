@@ -54,7 +54,7 @@ void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned) {
     fold_into_tokens(layout, kA);
     const std::int64_t token_bytes = layout.extent[kD] * layout.extent[kH] * layout.extent[kA] * in_bytes;
     if (patterned || layout.extent[kA] != 1 || token_bytes <= kFoldRowsBytes || fold_into_tokens(layout, kH)) return;
-    // Rows whose strides do not chain (heads-major [H, T, D] memory read as [H, T, D]: t steps
+    // Rows whose strides do not chain (token-major [T, H, D] memory read as [H, T, D]: t steps
     // over D elements, h over H D): the longer axis becomes the tokens.
     if (layout.extent[kH] > layout.extent[kT]) {
         std::swap(layout.extent[kH], layout.extent[kT]);

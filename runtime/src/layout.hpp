@@ -2,7 +2,8 @@
 //   d  the normalized axis (extent D);
 //   h  the pattern / head axis, which selects the scale row when P > 1;
 //   a  any other middle axis (rank 4);
-//   t  the token axis (axis 0 of the input), which selects the modality.
+//   t  the token axis (axis 0 of the input), which selects the modality; with one modality the
+//      runtime may regroup rows into it (fold_rows).
 // Broadcasting reaches the kernel as stride 0: an input axis of extent 1 against P patterns, and
 // the scale's pattern axis when P = 1.
 #pragma once
@@ -36,10 +37,11 @@ KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const C
 // token axis where one stride steps over both, and then, with P = 1, the head axis too when a
 // token's rows pass `kFoldRowsBytes` of input (x [1, S, D] is otherwise one token: one task on one
 // thread); where the head axis cannot fold, the longer of it and the token axis becomes the
-// tokens. Rows within that budget stay together: the CPU schedule computes the sums of a token's
-// rows together, which overlaps each row's divides with the outputs before it (the Q/K norm's
-// 24 x 128, schedules/cpu_schedule.cpp). The kernel then gets no token ids (with one modality
-// they are all 0).
+// tokens. Rows within that budget stay together: the CPU schedule computes the sums of a
+// token's rows together, in chunks of 16 KiB, which overlaps each row's divides with the outputs
+// before it (the Q/K norm's 24 x 128, schedules/cpu_schedule.cpp); one-row tokens of 128 ran
+// 1.3-1.6x the time of those (NOTES.md, stop 19). The kernel then gets no token ids (with one
+// modality every token's modality is 0).
 constexpr std::int64_t kFoldRowsBytes = 64 * 1024;
 void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned);
 

@@ -291,8 +291,8 @@ void RMSNorm::forward(const ConstTensorView &x, const Grouping &grouping, const 
         });
     }
     if (ov.count == 0) return;
-    // One modality: every token reads the same scale, so ids (all 0, checked above) are not
-    // needed and the rows may regroup into more tokens.
+    // One modality: every token reads the same scale (the kernel clamps any id to 0), so ids are
+    // not passed and the rows may regroup into more tokens.
     const bool one_modality = config_.num_modality == 1;
     if (one_modality) detail::fold_rows(call.layout, static_cast<std::int64_t>(dtype_size(xv.dtype)), config_.num_patterns > 1);
 

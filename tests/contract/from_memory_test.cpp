@@ -34,11 +34,15 @@ protected:
     void TearDown() override { magi2norm::set_streaming_policy({}); }
 };
 
-// Rows with a vector tail (D = 1031) and the Q/K norm's heads, each just past kPrefetchBytes of
-// input; token counts that no task size divides, so the last task overlaps the one before it.
+// Rows with a vector tail (D = 1031), the Q/K norm's heads, and 7 heads of 3072 (the sums come
+// in chunks of 2 rows for 16-bit inputs, the last one shifted: schedules/cpu_schedule.cpp), each
+// just past kPrefetchBytes of input; token counts that no task size divides, so the last task
+// overlaps the one before it.
 std::vector<ref::Shape> shapes_from_memory(DType in) {
     const std::int64_t in_bytes = in == DType::f32 ? 4 : 2;
-    return {{kPrefetchBytes / (1031 * in_bytes) + 37, 1031}, {kPrefetchBytes / (24 * 128 * in_bytes) + 11, 24, 128}};
+    return {{kPrefetchBytes / (1031 * in_bytes) + 37, 1031},
+            {kPrefetchBytes / (24 * 128 * in_bytes) + 11, 24, 128},
+            {kPrefetchBytes / (7 * 3072 * in_bytes) + 3, 7, 3072}};
 }
 
 // The model's multi-modality case on `x`: three modalities, a random BF16 weight.

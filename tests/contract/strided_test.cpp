@@ -3,7 +3,10 @@
 // tensor, and strided outputs. Each runs against the reference with all three gates; a strided
 // output must also leave every byte between its elements untouched.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <ostream>
 #include <set>
 #include <string>
@@ -187,6 +190,7 @@ TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {
     expect_contract(make_case(view(0, {2, 3, 16, D}, {48 * D, 16 * D, D, 1}), 1, false));  // rank 4, dense
     expect_contract(make_case(view(0, {B, 2, 24, D}, {(S + 1) * D, 24 * D, D, 1}), 1, false));
     expect_contract(make_case(view(0, {2, 3, 4, D}, {12 * D, 4 * D, D, 1}), 4, false));   // P = 4: heads stay
+    expect_contract(make_case(view(0, {2, S, D}, {S * D, D, 1}), S, false));  // P = 48: pattern rows past 64 KiB stay
     expect_contract(make_case(view(0, {2, S, D}, {D, 2 * D, 1}), 1, false));              // heads-major view
     // Ids and sizes of the one modality name tokens of axis 0, not the regrouped ones.
     NormCase by_ids = make_case(view(0, {B, S, D}, {S * D, D, 1}), 1, false);
@@ -201,6 +205,30 @@ TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {
     const NormCase c = make_case(x.view(), 1, false);
     ref::HostTensor padded(GetParam().out, {B, S + 1, D});
     expect_into_strided(c, padded, {padded.data(), GetParam().out, {B, S, D}, {(S + 1) * D, D, 1}});
+}
+
+// A one-modality call whose rows are regrouped into more tokens than axis 0 has must not hand the
+// kernel the caller's ids (one per token of axis 0): they end where the process may not read, so
+// reading an id of a regrouped token faults.
+TEST(OneModalityIds, TheKernelReadsNoIdPastAxis0) {
+    constexpr std::int64_t B = 3, S = 48, D = 768;
+    const long page = sysconf(_SC_PAGESIZE);
+    void *pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(pages, MAP_FAILED);
+    ASSERT_EQ(mprotect(static_cast<char *>(pages) + page, page, PROT_NONE), 0);
+    auto *ids = reinterpret_cast<std::int32_t *>(static_cast<char *>(pages) + page) - B;
+    std::fill_n(ids, B, 0);
+
+    Rng rng(77);
+    const ref::HostTensor x = random_input(DType::bf16, {B, S, D}, rng);
+    magi2norm::NormConfig config;
+    config.dim = D;
+    const magi2norm::RMSNorm norm(config, random_weight(DType::bf16, {D}, rng).view());
+    ref::HostTensor by_ids(DType::bf16, {B, S, D}), plain(DType::bf16, {B, S, D});
+    norm.forward(x.view(), magi2norm::Grouping::ids(ids, B), by_ids.view());
+    norm.forward(x.view(), magi2norm::Grouping::none(), plain.view());
+    EXPECT_EQ(by_ids.bytes(), plain.bytes());
+    munmap(pages, 2 * page);
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, Strided,
