@@ -1,5 +1,7 @@
 #include "layout.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -52,14 +54,31 @@ bool fold_into_tokens(KernelLayout &l, int inner) {
 
 void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned) {
     fold_into_tokens(layout, kA);
-    const std::int64_t token_bytes = layout.extent[kD] * layout.extent[kH] * layout.extent[kA] * in_bytes;
-    if (patterned || layout.extent[kA] != 1 || token_bytes <= kFoldRowsBytes || fold_into_tokens(layout, kH)) return;
-    // Rows whose strides do not chain (token-major [T, H, D] memory read as [H, T, D]: t steps
-    // over D elements, h over H D): the longer axis becomes the tokens.
-    if (layout.extent[kH] > layout.extent[kT]) {
+    if (patterned || layout.extent[kA] != 1) return;
+    const std::int64_t row_bytes = layout.extent[kD] * in_bytes;
+    if (row_bytes * layout.extent[kH] > kFoldRowsBytes && !fold_into_tokens(layout, kH) &&
+        layout.extent[kH] > layout.extent[kT]) {
+        // Rows whose strides do not chain (token-major [T, H, D] memory read as [H, T, D]: t
+        // steps over D elements, h over H D): the longer axis becomes the tokens.
         std::swap(layout.extent[kH], layout.extent[kT]);
         std::swap(layout.x_stride[kH], layout.x_stride[kT]);
         std::swap(layout.out_stride[kH], layout.out_stride[kT]);
+    }
+    if (layout.extent[kH] != 1 || row_bytes > kShortRowBytes) return;
+    // One short row per token: tokens of k rows, the most that fit in kTokenRowsBytes and divide
+    // the rows evenly, so that their sums come together.
+    constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+    for (std::int64_t k = std::min(kTokenRowsBytes / std::max<std::int64_t>(row_bytes, 1), layout.extent[kT]); k >= 2; --k) {
+        if (layout.extent[kT] % k != 0 || std::llabs(layout.x_stride[kT]) * k > kMax || std::llabs(layout.out_stride[kT]) * k > kMax) {
+            continue;
+        }
+        layout.extent[kH] = k;
+        layout.x_stride[kH] = layout.x_stride[kT];
+        layout.out_stride[kH] = layout.out_stride[kT];
+        layout.extent[kT] /= k;
+        layout.x_stride[kT] *= k;
+        layout.out_stride[kT] *= k;
+        return;
     }
 }
 

@@ -200,6 +200,16 @@ TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {
     by_sizes.grouping = GroupingSpec::by_sizes({B});
     expect_contract(by_sizes);
 
+    // Short rows (up to 512 bytes) go to tokens of several rows: dense, padded and reversed.
+    constexpr std::int64_t rows = 96, short_dim = 128;
+    const ref::HostTensor short_rows = random_input(in, {rows, short_dim + 8}, rng_);
+    const auto short_view = [&](std::int64_t first, std::vector<std::int64_t> strides) {
+        return magi2norm::ConstTensorView(short_rows.data_at(first), in, {rows, short_dim}, std::move(strides));
+    };
+    expect_contract(make_case(short_view(0, {short_dim, 1}), 1, false));
+    expect_contract(make_case(short_view(0, {short_dim + 8, 1}), 1, false));
+    expect_contract(make_case(short_view((rows - 1) * (short_dim + 8), {-(short_dim + 8), 1}), 1, false));
+
     // An output whose batches are padded: the rows cannot merge although the input's would.
     const ref::HostTensor x = random_input(in, {B, S, D}, rng_);
     const NormCase c = make_case(x.view(), 1, false);

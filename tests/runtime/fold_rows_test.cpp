@@ -54,8 +54,26 @@ TEST(FoldRows, HeadsWithinTheBudgetStayTogether) {
     KernelLayout wide = dense({128, 256, 1, 16});  // 64 KiB of BF16: still within
     fold_rows(wide, 2, false);
     EXPECT_EQ(wide.extent[1], 256);
-    fold_rows(wide, 4, false);  // 128 KiB of FP32: past it
-    EXPECT_EQ(wide.extent, (Axes{128, 1, 1, 4096}));
+    fold_rows(wide, 4, false);  // 128 KiB of FP32: past it, so one row a token, then 32 (16 KiB)
+    expect_axes(wide, {128, 32, 1, 128}, {1, 128, 128 * 256, 128 * 32}, {1, 128, 128 * 256, 128 * 32});
+}
+
+TEST(FoldRows, ShortRowsGoToTokensOfSeveralRows) {
+    KernelLayout rows = dense({128, 1, 1, 98304});  // [98304, 128] BF16: 256-byte rows
+    fold_rows(rows, 2, false);
+    expect_axes(rows, {128, 64, 1, 1536}, {1, 128, 128, 128 * 64}, {1, 128, 128, 128 * 64});
+    KernelLayout odd = dense({128, 1, 1, 4099});  // a prime count of rows: no even split
+    fold_rows(odd, 2, false);
+    EXPECT_EQ(odd.extent, (Axes{128, 1, 1, 4099}));
+    KernelLayout fewer = dense({128, 1, 1, 48});  // 48 rows: the largest divisor within 64 rows
+    fold_rows(fewer, 2, false);
+    EXPECT_EQ(fewer.extent, (Axes{128, 48, 1, 1}));
+    KernelLayout wider = dense({768, 1, 1, 4096});  // rows past 512 bytes keep a token each
+    fold_rows(wider, 2, false);
+    EXPECT_EQ(wider.extent, (Axes{768, 1, 1, 4096}));
+    KernelLayout patterns = dense({128, 1, 1, 4096});  // P > 1 (here a [1, D] pattern view): untouched
+    fold_rows(patterns, 2, true);
+    EXPECT_EQ(patterns.extent, (Axes{128, 1, 1, 4096}));
 }
 
 TEST(FoldRows, ReversedSequenceKeepsItsNegativeStride) {
