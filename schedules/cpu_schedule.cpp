@@ -50,8 +50,9 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     // enough tasks to balance. The loops are not fused: fusing (h, a, t) into one row loop
     // made bounds inference size the per-row scalars for every head (an allocation per row).
     Var task("task"), t_in("t_in"), h_chunk("h_chunk"), h_row("h_row");
-    Expr token_bytes = max(1, s.dim * s.in_bytes * s.output.output_buffer().dim(1).extent() *
-                                  s.output.output_buffer().dim(2).extent());
+    Expr row_bytes = s.dim * s.in_bytes;
+    Expr heads = s.output.output_buffer().dim(1).extent();
+    Expr token_bytes = max(1, row_bytes * heads * s.output.output_buffer().dim(2).extent());
     // As many tasks as `task_bytes` asks for, with the tokens spread evenly over them: 16
     // pre-norm tokens (96 KiB) make two tasks of 8, not one of 10 and one of 6. The bytes are
     // counted in 64 bits: in 32, [90000, 12288] BF16 (2.2 GB) wrapped to one task on one thread.
@@ -68,8 +69,7 @@ void schedule_cpu(NormStages &s, const CpuScheduleParams &params, const Target &
     };
     // A token's rows in chunks (see sum_squares below). The last chunk shifts back over the one
     // before it (a chunk never has more rows than the token).
-    Expr heads = s.output.output_buffer().dim(1).extent();
-    Expr rows_per_chunk = clamp(params.chunk_bytes / max(1, s.dim * s.in_bytes), 1, max(heads, 1));
+    Expr rows_per_chunk = clamp(params.chunk_bytes / max(1, row_bytes), 1, max(heads, 1));
     const auto over_tasks = [&](Stage stage, int task_bytes, TailStrategy last_task) {
         stage.split(s.t, task, t_in, tokens_per_task(task_bytes), last_task).parallel(task);
         stage.split(s.h, h_chunk, h_row, rows_per_chunk, TailStrategy::ShiftInwards);
