@@ -18,7 +18,8 @@ struct Ceilings {
     std::size_t bytes = 0;
 };
 
-// Measured on first use (about a second and 1 GiB of memory, freed after), with
+// Measured on first use (about a second; the copies' 1 GiB of buffers stays allocated for the
+// rest of the process, and ceilings_now() reuses it), with
 // magi2norm::num_threads() threads, best of 3 runs each; the same numbers for the rest of the
 // process. The report's header quotes these.
 const Ceilings &ceilings();

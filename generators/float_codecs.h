@@ -109,9 +109,12 @@ inline Halide::Expr bf16_pair_to_f32(const Halide::Expr &word, const Halide::Exp
 }
 
 // The word of two encoded halves (f32_to_bf16_high of the even and the odd element): the odd
-// one stays in place, so the pair costs one shift, one mask and an or, with no pack or permute.
-inline Halide::Expr bf16_pair(const Halide::Expr &even_high, const Halide::Expr &odd_high, const Halide::Expr &zero = Halide::Expr()) {
-    return (even_high >> 16) | (odd_high & codec_const(0xffff0000, zero));
+// one stays in place, so the pair costs a shift and a merge, with no pack or permute. The mask
+// is a literal, not a codec_const: LLVM then sees that the or takes whole 16-bit halves from
+// each side and makes the mask and the or one blend (vpblendw on x86, with no constant to keep
+// in a register; NOTES.md, stop 21).
+inline Halide::Expr bf16_pair(const Halide::Expr &even_high, const Halide::Expr &odd_high) {
+    return (even_high >> 16) | (odd_high & u32(0xffff0000));
 }
 
 // FP32 -> FP16 bits, round to nearest even over the whole range.

@@ -296,7 +296,7 @@ private:
         Func encoded("encoded");
         encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t), result_nans(in_type, get_target()), zero);
         s.output(d, h, a, t) = bf16_pair(encoded(d % kLanePairs, 0, d / kLanePairs, h, a, t),
-                                         encoded(d % kLanePairs, 1, d / kLanePairs, h, a, t), zero);
+                                         encoded(d % kLanePairs, 1, d / kLanePairs, h, a, t));
     }
 
     // The buffers' layouts: any strides for the element form (stride 0 carries broadcasting, a
