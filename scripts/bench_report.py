@@ -28,8 +28,8 @@ CEILINGS = [("memcpy", "ceiling_memcpy_GBps", "-."), ("copy", "ceiling_copy_GBps
 
 
 def parse_name(name):
-    """'<norm>/<in>_<out>/<grouping>/T<tokens>/<impl>[/real_time]' -> (case key, impl)."""
-    parts = [p for p in name.split("/") if p != "real_time"]
+    """'<norm>/<in>_<out>/<grouping>/T<tokens>/<impl>[/min_warmup_time:S][/real_time]' -> (case key, impl)."""
+    parts = [p for p in name.split("/") if p != "real_time" and not p.startswith("min_warmup_time:")]
     if len(parts) != 5 or not parts[3].startswith("T"):
         return None
     norm, dtypes, grouping, tokens, impl = parts
