@@ -1,7 +1,8 @@
 // The project's Halide algorithm (generators/magi2_norm_generator.cpp) with its hand-written
 // schedule replaced by each of Halide's autoschedulers: same algorithm, same data, only the
 // schedule differs. benchmarks/CMakeLists.txt builds one library per (autoscheduler, dtype
-// pair) the cases use, sharing the library's Halide runtime and so its thread pool. They are
+// pair, size class) the cases use; a call runs the library planned for the largest class that
+// fits it (schedules planned for larger calls fail on smaller ones), sharing the library's Halide runtime and so its thread pool. They are
 // called as runtime/src/kernels.cpp calls the shipped variants: 4-D (d, h, a, t) buffers over
 // the caller's memory, then user_context, x, scale, token_modality, group_start_1..15, eps, out.
 #include <array>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "HalideRuntime.h"
 #include "implementation.hpp"
@@ -25,12 +27,14 @@ using KernelFn = int (*)(void **args);
 
 struct AutoKernel {
     const char *scheduler;
+    std::int64_t estimate_tokens, estimate_dim;  // the size its schedule was planned for
     DType in, out;
     KernelFn fn;
 };
 
-#define MAGI2NORM_AUTO_PEER(scheduler, in, out) \
-    {#scheduler, DType::in, DType::out, magi2_norm_auto_##scheduler##_##in##_##out##_argv},
+#define MAGI2NORM_AUTO_PEER(scheduler, tokens, dim, in, out) \
+    {#scheduler, tokens, dim, DType::in, DType::out,      \
+     magi2_norm_auto_##scheduler##_t##tokens##_d##dim##_##in##_##out##_argv},
 constexpr AutoKernel kKernels[] = {
 #include "magi2norm_auto_peer_list.inc"
 };
@@ -47,11 +51,18 @@ void capture_halide_error(void *user_context, const char *message) {
     if (library_error_handler != nullptr) library_error_handler(user_context, message);
 }
 
-const AutoKernel *find_kernel(const std::string &scheduler, DType in, DType out) {
+// The kernel of `scheduler` for the case's dtypes planned for the largest size within the
+// case's: the most tokens, then the longest rows.
+const AutoKernel *find_kernel(const std::string &scheduler, const Case &c) {
+    const AutoKernel *best = nullptr;
     for (const AutoKernel &k : kKernels) {
-        if (scheduler == k.scheduler && k.in == in && k.out == out) return &k;
+        if (scheduler != k.scheduler || k.in != c.in || k.out != c.out) continue;
+        if (k.estimate_tokens > c.tokens || k.estimate_dim > c.dim()) continue;
+        if (best == nullptr || std::pair(k.estimate_tokens, k.estimate_dim) > std::pair(best->estimate_tokens, best->estimate_dim)) {
+            best = &k;
+        }
     }
-    return nullptr;
+    return best;
 }
 
 halide_type_t storage_type(DType dtype) {
@@ -150,9 +161,9 @@ std::vector<Implementation> halide_autoscheduler_peers() {
         const std::string scheduler = k.scheduler;
         if (!peers.empty() && peers.back().name == "halide_" + scheduler) continue;
         peers.push_back({"halide_" + scheduler, num_threads(),
-                         [scheduler](const Case &c) { return find_kernel(scheduler, c.in, c.out) != nullptr; },
+                         [scheduler](const Case &c) { return find_kernel(scheduler, c) != nullptr; },
                          [scheduler](Workspace &ws) {
-                             return std::make_unique<AutoRunner>(ws, find_kernel(scheduler, ws.spec().in, ws.spec().out)->fn);
+                             return std::make_unique<AutoRunner>(ws, find_kernel(scheduler, ws.spec())->fn);
                          }});
     }
     return peers;

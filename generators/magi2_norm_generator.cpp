@@ -94,6 +94,11 @@ public:
     GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
     GeneratorParam<int> gpu_vector_width{"gpu_vector_width", 0};
     GeneratorParam<int> gpu_unroll{"gpu_unroll", 0};
+    // The tokens and row length the autoschedulers plan for (set_estimates). Their schedules
+    // split the token and row axes by factors that fit these sizes and are only valid for calls
+    // at least as large, so the benchmark's peers come in one library per size class.
+    GeneratorParam<int> estimate_tokens{"estimate_tokens", 4096};
+    GeneratorParam<int> estimate_dim{"estimate_dim", 3072};
 
     // The buffers' element type: the storage type, or uint32 words of two in the paired form.
     Type buffer_type(Storage storage) const { return paired_words ? UInt(32) : element_type(storage); }
@@ -338,9 +343,10 @@ private:
         add_requirement(aligned, "streaming-store variant: output rows and strides must be multiples of", bytes, "bytes");
     }
 
-    // The model's pre-norm at T = 4096 (SPEC.md), a representative size for the autoschedulers.
+    // Rows of `estimate_dim` (the model's pre-norm has 3072, SPEC.md) in `estimate_tokens` tokens
+    // of 3 modalities: the size the autoschedulers plan for.
     void set_estimates() {
-        const int tokens = 4096, dim = 3072, modalities = 3, row = paired_words ? dim / 2 : dim;
+        const int tokens = estimate_tokens, dim = estimate_dim, modalities = 3, row = paired_words ? dim / 2 : dim;
         x->set_estimates({{0, row}, {0, 1}, {0, 1}, {0, tokens}});
         scale->set_estimates({{0, dim}, {0, 1}, {0, modalities}});
         token_modality->set_estimates({{0, tokens}});
