@@ -3,8 +3,9 @@
 // schedule differs. benchmarks/CMakeLists.txt builds one library per (autoscheduler, dtype
 // pair, size class) the cases use, sharing the library's Halide runtime and so its thread pool;
 // a call runs the library planned for the largest class that fits it (schedules planned for
-// larger calls fail on smaller ones). They are called as runtime/src/kernels.cpp calls the shipped variants: 4-D (d, h, a, t) buffers over
-// the caller's memory, then user_context, x, scale, token_modality, group_start_1..15, eps, out.
+// larger calls fail on smaller ones). They are called as runtime/src/kernels.cpp calls the
+// shipped variants: 4-D (d, h, a, t) buffers over the caller's memory, then user_context, x,
+// scale, token_modality, group_start_1..15, eps, out.
 #include <array>
 #include <cstdint>
 #include <limits>
