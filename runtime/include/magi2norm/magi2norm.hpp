@@ -264,7 +264,7 @@ private:
 // MAGI2NORM_STREAM_ALIGNMENT; PyTorch's CPU allocator aligns to 64), rows dense and a multiple
 // of 32 bytes long, the other strides multiples of 32 bytes. Other outputs get ordinary stores.
 struct StreamingPolicy {
-    std::int64_t min_output_bytes = 8 << 20;  // smaller outputs stay in cache for their consumer; 0 = never
+    std::int64_t min_output_bytes = 4 << 20;  // smaller outputs stay in cache for their consumer; 0 = never
     int min_element_bytes = 2;                // output dtypes narrower than this are not streamed
     std::int64_t min_row_elements = 1;        // nor are rows (the normalized axis) shorter than this
 };
