@@ -106,7 +106,7 @@ Ceilings measure_ceilings(Summary summary) {
     const std::byte *src = buffers.src.data();
     c.memcpy_bps = measure(copy_memcpy, dst, src, kCeilingBytes, c.threads, summary);
     c.copy_bps = measure(copy_ordinary, dst, src, kCeilingBytes, c.threads, summary);
-    c.stream_bps = measure(copy_streaming, dst, src, kCeilingBytes, c.threads, summary);
+    c.streaming_copy_bps = measure(copy_streaming, dst, src, kCeilingBytes, c.threads, summary);
     return c;
 }
 

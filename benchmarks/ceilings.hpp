@@ -13,7 +13,7 @@ namespace magi2norm::bench {
 //            is read for ownership first, as the norm's own ordinary stores are);
 //   stream:  the same loop with non-temporal (streaming) stores, which skip that read.
 struct Ceilings {
-    double memcpy_bps = 0, copy_bps = 0, stream_bps = 0;
+    double memcpy_bps = 0, copy_bps = 0, streaming_copy_bps = 0;
     int threads = 1;
     std::size_t bytes = 0;
 };

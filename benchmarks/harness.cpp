@@ -19,7 +19,7 @@ Ceilings average(const Ceilings &a, const Ceilings &b) {
     Ceilings c = a;
     c.memcpy_bps = (a.memcpy_bps + b.memcpy_bps) / 2;
     c.copy_bps = (a.copy_bps + b.copy_bps) / 2;
-    c.stream_bps = (a.stream_bps + b.stream_bps) / 2;
+    c.streaming_copy_bps = (a.streaming_copy_bps + b.streaming_copy_bps) / 2;
     return c;
 }
 
@@ -33,7 +33,7 @@ void set_counters(benchmark::State &state, const Case &c, const Workspace &ws, c
     state.counters["bytes"] = c.bytes_moved();
     state.counters["frac_memcpy"] = Counter(bytes / ceiling.memcpy_bps, Counter::kIsRate);
     state.counters["frac_copy"] = Counter(bytes / ceiling.copy_bps, Counter::kIsRate);
-    state.counters["frac_stream"] = Counter(bytes / ceiling.stream_bps, Counter::kIsRate);
+    state.counters["frac_streaming_copy"] = Counter(bytes / ceiling.streaming_copy_bps, Counter::kIsRate);
     state.counters["copy_ceiling_bps"] = ceiling.copy_bps;
     state.counters["buffer_pairs"] = static_cast<double>(ws.pairs());
     state.counters["cache_resident"] = ws.cache_resident() ? 1 : 0;

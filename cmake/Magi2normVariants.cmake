@@ -111,8 +111,8 @@ endfunction()
 
 # _magi2norm_streaming_library(<name> <alignment> TARGETS <x86 targets...> PARAMS <generator params...>)
 # A multi-target variant like add_halide_library's, whose output is written with streaming
-# stores: the generator (cpu_stream_alignment=<alignment>) writes each target's LLVM IR beside
-# its object, cmake/stream_stores.py marks the output's vector stores non-temporal, turns its
+# stores: the generator (cpu_streaming_alignment=<alignment>) writes each target's LLVM IR beside
+# its object, cmake/streaming_stores.py marks the output's vector stores non-temporal, turns its
 # prefetches into L2 prefetches and compiles that IR instead (Halide 21 has no directive for
 # either), and Halide's wrapper object picks among the targets at run time as usual. Sets
 # MAGI2NORM_STREAMING_OBJECTS (the objects to archive); defines the target <name>.
@@ -131,16 +131,16 @@ function(_magi2norm_streaming_library name alignment)
         # objects) but not archived.
         list(APPEND generated ${name}-${t}.o ${name}-${t}.ll)
         add_custom_command(OUTPUT ${name}-${t}.streaming.o
-            COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
+            COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/streaming_stores.py
                     --buffer norm --alignment ${alignment} --prefetch-into-l2 ${name}-${t}.ll ${name}-${t}.streaming.o
-            DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.ll ${PROJECT_SOURCE_DIR}/cmake/stream_stores.py
+            DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.ll ${PROJECT_SOURCE_DIR}/cmake/streaming_stores.py
                     ${MAGI2NORM_LLVMLITE_STAMP}
             VERBATIM)
         list(APPEND objects ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.streaming.o)
     endforeach ()
     add_custom_command(OUTPUT ${generated}
         COMMAND magi2norm.generator -n ${name} -g magi2_norm -f ${name} -e c_header,object,llvm_assembly -o .
-                "target=$<JOIN:${targets},$<COMMA>>" ${ARG_PARAMS} cpu_stream_alignment=${alignment}
+                "target=$<JOIN:${targets},$<COMMA>>" ${ARG_PARAMS} cpu_streaming_alignment=${alignment}
         DEPENDS magi2norm.generator
         VERBATIM)
     add_custom_target(${name} DEPENDS ${objects})

@@ -88,7 +88,7 @@ public:
     GeneratorParam<int> cpu_chunk_bytes{"cpu_chunk_bytes", 16 * 1024};
     // > 0: the variant for calls that come from memory, written with streaming stores, for
     // outputs aligned to this many bytes (see require_streaming_layout).
-    GeneratorParam<int> cpu_stream_alignment{"cpu_stream_alignment", 0};
+    GeneratorParam<int> cpu_streaming_alignment{"cpu_streaming_alignment", 0};
     // GPU schedule knobs (schedules/gpu_schedule.h).
     GeneratorParam<int> gpu_threads{"gpu_threads", 0};
     GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
@@ -156,7 +156,7 @@ public:
         s.out_inner_stride = out->dim(0).stride();
         s.in_bytes = element_type(in_type).bytes();
         s.out_bytes = element_type(out_type).bytes();
-        if (cpu_stream_alignment > 0) require_streaming_layout(cpu_stream_alignment);
+        if (cpu_streaming_alignment > 0) require_streaming_layout(cpu_streaming_alignment);
 
         set_estimates();
         if (using_autoscheduler()) return;
@@ -165,7 +165,7 @@ public:
             schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
         } else {
             schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes, cpu_prefetch_bytes,
-                                        cpu_memory_task_bytes, cpu_chunk_bytes, cpu_stream_alignment > 0}, get_target());
+                                        cpu_memory_task_bytes, cpu_chunk_bytes, cpu_streaming_alignment > 0}, get_target());
         }
     }
 
@@ -325,7 +325,7 @@ private:
                         "paired-word variant: rows must be a multiple of 16 elements");
     }
 
-    // Streaming stores (cmake/stream_stores.py marks the output's vector stores non-temporal after
+    // Streaming stores (cmake/streaming_stores.py marks the output's vector stores non-temporal after
     // Halide's code generation) need aligned addresses: x86's movntdq faults on any other. The
     // schedule writes whole vectors at multiples of the vector width from d = 0, so every vector
     // store is aligned to `bytes` (or to its own size, if smaller) when the output's first

@@ -24,7 +24,12 @@ LARGE_TOKENS = 4096   # the bandwidth targets apply from here, to the model's no
 MODEL_NORMS = ("pre_norm", "qk_norm", "mhc_norm", "final_norm")  # benchmarks/cases.cpp
 GROUPING_STYLES = {"M1": "-", "M3_sizes": "--", "M3_ids": ":"}
 CEILINGS = [("memcpy", "ceiling_memcpy_GBps", "-."), ("copy", "ceiling_copy_GBps", "--"),
-            ("stream", "ceiling_stream_GBps", ":")]
+            ("streaming copy", "ceiling_streaming_copy_GBps", ":")]
+
+
+def frac_key(ceiling_key):
+    """'ceiling_<name>_GBps' -> 'frac_<name>', the benchmark's counter of that fraction."""
+    return "frac_" + ceiling_key[len("ceiling_"):-len("_GBps")]
 
 
 def parse_name(name):
@@ -154,7 +159,7 @@ def markdown(context, cases, errors, implementations):
     ceilings = ", ".join(f"{label} {float(context[k]):.1f} GB/s" for label, k, _ in CEILINGS if k in context)
     lines.append(f"- Ceilings at start ({context.get('ceiling_threads', '?')} threads, "
                  f"{int(context.get('ceiling_bytes', 0)) >> 20} MiB copies, best of 3): {ceilings}. "
-                 "The `of ...` columns of cases that stream from memory divide by the same ceilings "
+                 "The `of ...` columns of cases that come from memory divide by the same ceilings "
                  "measured just before and just after the case, averaged (the same copy size, mean "
                  "of 3 each; the `copy GB/s` column is the copy ceiling the `of copy` ratio implies), "
                  "so that changing load on this shared machine moves both sides of each ratio.")
@@ -169,7 +174,7 @@ def markdown(context, cases, errors, implementations):
     lines.append("")
     lines += targets(cases, peers, errors)
     lines += ["", "## All cases", ""]
-    header = ["case", "ours GB/s", "copy GB/s", "of memcpy", "of copy", "of stream"] + peers
+    header = ["case", "ours GB/s", "copy GB/s", "of memcpy", "of copy", "of streaming copy"] + peers
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     for key, by_impl in cases.items():
@@ -181,7 +186,7 @@ def markdown(context, cases, errors, implementations):
             # the repetition of the median ratio: the column shows the ceiling the ratio implies.
             copy_now = gbps(ours) / ours["frac_copy"] if ours.get("frac_copy") else None
             row += [f"{gbps(ours):.2f}", f"{copy_now:.2f}" if copy_now else "-"]
-            row += [f"{ours[f'frac_{c}']:.2f}" for c, _, _ in CEILINGS]
+            row += [f"{ours[frac_key(k)]:.2f}" for _, k, _ in CEILINGS]
         else:
             row += ["-"] * 5
         for peer in peers:

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # are the targets the tests cover (OpenCL on PoCL, CUDA's PTX, arm64, streaming stores): a build
 # folder configured by another script or by hand keeps whatever it was given.
 bash scripts/build.sh -DMAGI2NORM_BUILD_TESTS=ON -DMAGI2NORM_BUILD_BENCHMARKS=OFF -DMAGI2NORM_OPENCL=ON \
-  -DMAGI2NORM_CUDA=ON -DMAGI2NORM_ARM64=ON -DMAGI2NORM_STREAM_STORES=ON
+  -DMAGI2NORM_CUDA=ON -DMAGI2NORM_ARM64=ON -DMAGI2NORM_STREAMING_STORES=ON
 # The ctest of the CMake that configured the build (.venv): gtest's test discovery needs it.
 export PATH="$PWD/.venv/bin:$PATH"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --no-tests=error -j 2 "$@"

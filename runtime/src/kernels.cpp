@@ -36,7 +36,7 @@ constexpr KernelEntry kKernels[] = {
 #undef MAGI2NORM_KERNEL
 
 // The output alignment the CPU streaming-store variants need, or 0 when the library has none.
-constexpr int cpu_stream_alignment() {
+constexpr int cpu_streaming_alignment() {
     for (const KernelEntry &k : kKernels) {
         if (k.backend == Backend::cpu && k.stream_alignment > 0) return k.stream_alignment;
     }
@@ -164,8 +164,8 @@ std::vector<Backend> compiled_kernel_backends() {
     return backends;
 }
 
-bool streams_output(const KernelCall &c) {
-    constexpr std::int64_t alignment = cpu_stream_alignment();
+bool takes_streaming_stores(const KernelCall &c) {
+    constexpr std::int64_t alignment = cpu_streaming_alignment();
     if (alignment == 0 || c.backend != Backend::cpu || c.memory != Memory::host) return false;
     const StreamingPolicy policy = streaming_policy();
     const KernelLayout &l = c.layout;
@@ -219,7 +219,7 @@ void run_kernel(const KernelCall &c) {
     install_halide_hooks();
     const int capability = c.backend == Backend::cuda ? cuda_compute_capability(c.gpu_context) : 0;
     const bool paired = takes_paired_words(c);
-    const KernelEntry &kernel = find_kernel(c.backend, c.in_dtype, c.out_dtype, streams_output(c), paired, capability);
+    const KernelEntry &kernel = find_kernel(c.backend, c.in_dtype, c.out_dtype, takes_streaming_stores(c), paired, capability);
     KernelArgs k(c, paired);
     Staging staging(c, &k.context);
     staging.input(k.x.buffer, c.x);

@@ -50,10 +50,10 @@ void run_kernel(const KernelCall &call);
 // Whether `call` takes a streaming-store variant (non-temporal stores: each output line is
 // written without being read first): a CPU call on host memory whose output the streaming
 // policy admits and which those variants can store aligned: its first element aligned to their
-// alignment (32 bytes by default, MAGI2NORM_STREAM_ALIGNMENT), rows dense (unit inner stride)
+// alignment (32 bytes by default, MAGI2NORM_STREAMING_ALIGNMENT), rows dense (unit inner stride)
 // and a multiple of it long, and every other output stride a multiple of it. False when the
 // library has no such variants.
-bool streams_output(const KernelCall &call);
+bool takes_streaming_stores(const KernelCall &call);
 
 // Whether `call` takes a paired-word variant (BF16 rows read and written as uint32 words of two
 // elements, generators/magi2_norm_generator.cpp, define_paired_words): a CPU call on host

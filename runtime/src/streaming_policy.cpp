@@ -1,5 +1,5 @@
 // The process-wide StreamingPolicy (magi2norm.hpp). Which calls it sends to the streaming-store
-// variants is decided in kernels.cpp (streams_output).
+// variants is decided in kernels.cpp (takes_streaming_stores).
 #include <atomic>
 
 #include "magi2norm/magi2norm.hpp"

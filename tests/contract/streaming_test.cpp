@@ -1,6 +1,6 @@
-// Streaming stores (the cpu_stream variants, cmake/stream_stores.py) change only how the output
+// Streaming stores (the cpu_streaming variants, cmake/streaming_stores.py) change only how the output
 // reaches memory. With a policy that admits every output, a call whose output those variants can
-// store aligned takes them (which calls: tests/runtime/streams_output_test.cpp), and its bytes,
+// store aligned takes them (which calls: tests/runtime/streaming_stores_test.cpp), and its bytes,
 // including the gaps a strided output leaves between its elements, must equal those of ordinary
 // stores. The layouts cover dense rows, a strided token axis and heads that are not adjacent;
 // the last two cases cannot be stored aligned (an output starting one element into a line,
@@ -24,8 +24,8 @@ struct StreamCase {
     bool aligned = true;                // the streaming-store variants can store it
 };
 
-// MAGI2NORM_STREAM_ALIGNMENT: 0 when the build has no streaming-store variants.
-constexpr bool kStreamingVariants = MAGI2NORM_STREAM_ALIGNMENT > 0;
+// MAGI2NORM_STREAMING_ALIGNMENT: 0 when the build has no streaming-store variants.
+constexpr bool kStreamingVariants = MAGI2NORM_STREAMING_ALIGNMENT > 0;
 
 class Streaming : public testing::Test {
 protected:

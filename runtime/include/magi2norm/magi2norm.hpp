@@ -80,7 +80,7 @@ void set_default_backend(Backend backend);
 // The AOT variant that the calling thread's last completed kernel ran, by its function name
 // (the symbol profilers show): "magi2_norm_<family>_<in>_<out>", e.g. "magi2_norm_cpu_bf16_bf16",
 // "magi2_norm_cpu_stream_bf16_bf16" (streaming stores), "magi2_norm_cpu_paired_bf16_bf16" (BF16
-// rows read and written as 32-bit words of two, "cpu_paired_stream" with streaming stores),
+// rows read and written as 32-bit words of two, "cpu_paired_streaming" with streaming stores),
 // "magi2_norm_cuda86_bf16_f32". Empty
 // before the thread's first; a refused or failed call leaves it as it was. Within a CPU variant
 // Halide picks the ISA (AVX-512, AVX2 or SSE4.1) at run time.
@@ -261,7 +261,7 @@ private:
 // leave the output out of the cache, so they pay for large outputs and cost small ones, which
 // their consumer would find in cache. Results are identical either way. Only outputs that can
 // be stored aligned take them: the first element aligned to 32 bytes (CMake option
-// MAGI2NORM_STREAM_ALIGNMENT; PyTorch's CPU allocator aligns to 64), rows dense and a multiple
+// MAGI2NORM_STREAMING_ALIGNMENT; PyTorch's CPU allocator aligns to 64), rows dense and a multiple
 // of 32 bytes long, the other strides multiples of 32 bytes. Other outputs get ordinary stores.
 struct StreamingPolicy {
     std::int64_t min_output_bytes = 4 << 20;  // smaller outputs stay in cache for their consumer; 0 = never

@@ -8,7 +8,7 @@ the LLVM IR a generator wrote (-e llvm_assembly), marks every vector store into 
 `!nontemporal`, and compiles the module to an object file with llvmlite's LLVM (a newer LLVM
 than Halide's reads Halide's IR).
 
-    stream_stores.py --buffer NAME --alignment BYTES [--prefetch-into-l2] IN.ll OUT.o
+    streaming_stores.py --buffer NAME --alignment BYTES [--prefetch-into-l2] IN.ll OUT.o
 
 - Which stores: those whose TBAA tag names the buffer (Halide tags every store with the buffer it
   writes: `NAME`, or `NAME$<n>` when Halide renamed the Func to keep names unique, optionally
@@ -66,7 +66,7 @@ def mark_stores(ir, buffer, alignment):
     tag_pattern = '|'.join(re.escape(t) for t in sorted(tags))
     masked = re.search(r'call [^\n]*@llvm\.masked\.(?:store|scatter)[^\n]*!tbaa (?:%s)(?=[,\n])' % tag_pattern, ir)
     if masked:
-        sys.exit('stream_stores.py: a masked store or scatter writes buffer "%s", which this step cannot mark:\n%s'
+        sys.exit('streaming_stores.py: a masked store or scatter writes buffer "%s", which this step cannot mark:\n%s'
                  % (buffer, masked.group(0)))
     avx512 = re.search(r'"target-features"="[^"]*\+avx512f', ir) is not None
     store = re.compile(r'(store (<[0-9]+ x \w+>) [^\n]*?, align )([0-9]+)(, !tbaa (%s))(?=[,\n])' % tag_pattern)
@@ -122,11 +122,11 @@ def main():
 
     ir, count, marked = mark_stores(open(args.input).read(), args.buffer, args.alignment)
     if count == 0:
-        sys.exit('stream_stores.py: no vector store into buffer "%s" in %s' % (args.buffer, args.input))
+        sys.exit('streaming_stores.py: no vector store into buffer "%s" in %s' % (args.buffer, args.input))
     if args.prefetch_into_l2:
         ir, prefetches = prefetch_into_l2(ir)
         if prefetches == 0:
-            sys.exit('stream_stores.py: --prefetch-into-l2: no read prefetch in %s' % args.input)
+            sys.exit('streaming_stores.py: --prefetch-into-l2: no read prefetch in %s' % args.input)
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -140,9 +140,9 @@ def main():
     assembly = machine.emit_assembly(module)
     missing = functions_without_nontemporal(assembly, marked)
     if missing:
-        sys.exit('stream_stores.py: %s: no non-temporal store left in %s' % (args.input, ', '.join(missing)))
+        sys.exit('streaming_stores.py: %s: no non-temporal store left in %s' % (args.input, ', '.join(missing)))
     if args.prefetch_into_l2 and (re.search(r'\bprefetchnta\b', assembly) or not re.search(r'\bprefetcht1\b', assembly)):
-        sys.exit('stream_stores.py: %s: the compiled code does not prefetch into L2' % args.input)
+        sys.exit('streaming_stores.py: %s: the compiled code does not prefetch into L2' % args.input)
     with open(args.output, 'wb') as f:
         f.write(machine.emit_object(module))
 

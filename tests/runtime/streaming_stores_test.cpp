@@ -1,5 +1,5 @@
 // Which CPU calls the runtime sends to the streaming-store variants (kernels.cpp,
-// streams_output). Those variants require an aligned output and refuse any other with an error
+// takes_streaming_stores). Those variants require an aligned output and refuse any other with an error
 // (generators/magi2_norm_generator.cpp, require_streaming_layout), so the runtime must send
 // exactly the calls they accept, and only those the streaming policy admits. The contract
 // suites check that both kinds of variant give the same bytes (tests/contract/streaming_test.cpp).
@@ -15,9 +15,9 @@ using magi2norm::Backend;
 using magi2norm::DType;
 using magi2norm::Memory;
 using magi2norm::detail::KernelCall;
-using magi2norm::detail::streams_output;
+using magi2norm::detail::takes_streaming_stores;
 
-constexpr std::int64_t kAlignment = MAGI2NORM_STREAM_ALIGNMENT;
+constexpr std::int64_t kAlignment = MAGI2NORM_STREAMING_ALIGNMENT;
 // Addresses are only compared, never dereferenced.
 constexpr std::uintptr_t kAligned = 1 << 20;
 
@@ -33,73 +33,73 @@ KernelCall pre_norm(std::uintptr_t address = kAligned) {
     return c;
 }
 
-class StreamsOutput : public testing::Test {
+class StreamingStores : public testing::Test {
 protected:
     void SetUp() override {
-        if (kAlignment == 0) GTEST_SKIP() << "built with MAGI2NORM_STREAM_STORES=OFF: no streaming-store variants";
+        if (kAlignment == 0) GTEST_SKIP() << "built with MAGI2NORM_STREAMING_STORES=OFF: no streaming-store variants";
     }
     void TearDown() override { magi2norm::set_streaming_policy({}); }
 };
 
-TEST(StreamsOutputWithoutVariants, NeverWhenTheBuildHasNone) {
+TEST(StreamingStoresWithoutVariants, NeverWhenTheBuildHasNone) {
     if (kAlignment != 0) GTEST_SKIP() << "built with streaming-store variants";
     magi2norm::set_streaming_policy({1, 0, 0});
-    EXPECT_FALSE(streams_output(pre_norm()));
+    EXPECT_FALSE(takes_streaming_stores(pre_norm()));
     magi2norm::set_streaming_policy({});
 }
 
-TEST_F(StreamsOutput, AlignedModelOutputsFromMemory) {
-    EXPECT_TRUE(streams_output(pre_norm()));
+TEST_F(StreamingStores, AlignedModelOutputsFromMemory) {
+    EXPECT_TRUE(takes_streaming_stores(pre_norm()));
     KernelCall qk = pre_norm();  // Q/K: [4096, 24, 128] bf16 -> f32
     qk.layout.extent = {128, 24, 1, 4096};
     qk.layout.x_stride = qk.layout.out_stride = {1, 128, 3072, 3072};
     qk.out_dtype = DType::f32;
-    EXPECT_TRUE(streams_output(qk));
+    EXPECT_TRUE(takes_streaming_stores(qk));
     KernelCall heads_apart = qk;  // heads outermost in memory: [24, 4096, 128]
     heads_apart.layout.out_stride = {1, 4096 * 128, 4096 * 128 * 24, 128};
-    EXPECT_TRUE(streams_output(heads_apart));
+    EXPECT_TRUE(takes_streaming_stores(heads_apart));
 }
 
-TEST_F(StreamsOutput, NotWhenTheVariantsCannotStoreAligned) {
-    EXPECT_FALSE(streams_output(pre_norm(kAligned + 2))) << "first element off by one element";
-    EXPECT_FALSE(streams_output(pre_norm(kAligned + kAlignment / 2))) << "first element off by half the alignment";
+TEST_F(StreamingStores, NotWhenTheVariantsCannotStoreAligned) {
+    EXPECT_FALSE(takes_streaming_stores(pre_norm(kAligned + 2))) << "first element off by one element";
+    EXPECT_FALSE(takes_streaming_stores(pre_norm(kAligned + kAlignment / 2))) << "first element off by half the alignment";
     KernelCall odd_row = pre_norm();
     odd_row.layout.extent[0] = odd_row.layout.out_stride[1] = odd_row.layout.out_stride[2] = odd_row.layout.out_stride[3] =
         3072 + 8;
-    EXPECT_FALSE(streams_output(odd_row)) << "rows of 3080 bf16 (16 bytes past a multiple of 32)";
+    EXPECT_FALSE(takes_streaming_stores(odd_row)) << "rows of 3080 bf16 (16 bytes past a multiple of 32)";
     KernelCall strided_row = pre_norm();
     strided_row.layout.out_stride = {2, 6144, 6144, 6144};
-    EXPECT_FALSE(streams_output(strided_row)) << "every other element";
+    EXPECT_FALSE(takes_streaming_stores(strided_row)) << "every other element";
     KernelCall token_gap = pre_norm();
     token_gap.layout.out_stride[3] = 3072 + 1;
-    EXPECT_FALSE(streams_output(token_gap)) << "tokens one element apart from a multiple";
+    EXPECT_FALSE(takes_streaming_stores(token_gap)) << "tokens one element apart from a multiple";
     // An axis of extent 1 is never stepped over: its stride does not matter.
     KernelCall unit_axis = pre_norm();
     unit_axis.layout.out_stride[1] = 7;
-    EXPECT_TRUE(streams_output(unit_axis));
+    EXPECT_TRUE(takes_streaming_stores(unit_axis));
 }
 
-TEST_F(StreamsOutput, OnlyCpuCallsOnHostMemory) {
+TEST_F(StreamingStores, OnlyCpuCallsOnHostMemory) {
     KernelCall c = pre_norm();
     c.backend = Backend::opencl;
-    EXPECT_FALSE(streams_output(c));
+    EXPECT_FALSE(takes_streaming_stores(c));
     c.backend = Backend::cpu;
     c.memory = Memory::device;
-    EXPECT_FALSE(streams_output(c));
+    EXPECT_FALSE(takes_streaming_stores(c));
 }
 
-TEST_F(StreamsOutput, FollowsThePolicy) {
+TEST_F(StreamingStores, FollowsThePolicy) {
     KernelCall small = pre_norm();
     small.layout.extent[3] = 16;  // 96 KiB of output: stays in cache for its consumer
-    EXPECT_FALSE(streams_output(small));
+    EXPECT_FALSE(takes_streaming_stores(small));
     magi2norm::set_streaming_policy({1, 0, 0});
-    EXPECT_TRUE(streams_output(small));
+    EXPECT_TRUE(takes_streaming_stores(small));
     magi2norm::set_streaming_policy({0, 0, 0});
-    EXPECT_FALSE(streams_output(pre_norm())) << "0 bytes: never";
+    EXPECT_FALSE(takes_streaming_stores(pre_norm())) << "0 bytes: never";
     magi2norm::set_streaming_policy({1, 4, 0});
-    EXPECT_FALSE(streams_output(pre_norm())) << "16-bit outputs excluded";
+    EXPECT_FALSE(takes_streaming_stores(pre_norm())) << "16-bit outputs excluded";
     magi2norm::set_streaming_policy({1, 0, 4096});
-    EXPECT_FALSE(streams_output(pre_norm())) << "rows shorter than 4096 excluded";
+    EXPECT_FALSE(takes_streaming_stores(pre_norm())) << "rows shorter than 4096 excluded";
 }
 
 }  // namespace
