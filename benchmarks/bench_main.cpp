@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     // magi2norm::num_threads() reads 0 until the Halide runtime has run a pipeline.
     warm_thread_pool();
 
-    std::vector<Implementation> implementations = {ours(), memcpy_reference(), scalar_peer()};
+    std::vector<Implementation> implementations = {ours(), ours_planned(), memcpy_reference(), scalar_peer()};
     for (Implementation &form : ours_view_forms()) implementations.push_back(std::move(form));
     for (Implementation &peer : halide_autoscheduler_peers()) implementations.push_back(std::move(peer));
     std::string torch_note;

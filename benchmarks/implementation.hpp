@@ -38,6 +38,8 @@ constexpr std::int64_t kLargeTokens = 4096;
 
 // magi2norm::RMSNorm::forward, the library as a host calls it.
 Implementation ours();
+// A magi2norm::Plan made once per case and run per call ("ours_planned").
+Implementation ours_planned();
 // Ours on the same memory through other views ("ours_one_sequence": [1, T, ...];
 // "ours_heads_major": [rows, T, D] of the multi-row cases), for the cases with one modality and
 // T >= kLargeTokens: each should run at the plain view's speed.

@@ -24,56 +24,94 @@ set(MAGI2NORM_X86_TARGETS
     x86-64-linux-avx-avx2-f16c-fma-sse41
     x86-64-linux-sse41)
 
-# magi2norm_add_variants(FAMILY <name> TARGETS <halide targets...> [PARAMS <generator params...>]
-#                        [BACKEND <cpu|opencl|cuda>] [COMPUTE_CAPABILITY <nn>] [CROSS <runtime>] [PTX]
-#                        [STREAM_ALIGNMENT <bytes>] [PAIRED_WORDS])
-# BACKEND defaults to FAMILY; COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times
-# 10, that the variants run on. STREAM_ALIGNMENT (x86 CPU targets, at least two) makes the
-# variants that write their output with streaming stores, for outputs aligned to that many bytes
-# (_magi2norm_streaming_library). PAIRED_WORDS makes the paired-word form of BF16 -> BF16 only
-# (generators/magi2_norm_generator.cpp, define_paired_words).
+# The knobs' defaults, read from schedules/knobs.def (their one declaration): for a knob
+# "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name>.
+file(STRINGS ${PROJECT_SOURCE_DIR}/schedules/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU)_KNOB\\(")
+foreach (line IN LISTS _magi2norm_knob_lines)
+    if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU)_KNOB\\(([a-z_]+), ([0-9]+),")
+        message(FATAL_ERROR "schedules/knobs.def: cannot read the knob line: ${line}")
+    endif ()
+    string(TOLOWER ${CMAKE_MATCH_1} scope)
+    set(MAGI2NORM_KNOB_DEFAULT_${scope}_${CMAKE_MATCH_2} ${CMAKE_MATCH_3})
+endforeach ()
+
+# magi2norm_knob_value(<knob> <params> <out>): the value of knob <knob> (e.g. cpu_chunk_bytes) in
+# the generator parameters <params> (name=value entries), else its default.
+function(magi2norm_knob_value knob params out)
+    set(value ${MAGI2NORM_KNOB_DEFAULT_${knob}})
+    foreach (p IN LISTS params)
+        if (p MATCHES "^${knob}=(.*)$")
+            set(value ${CMAKE_MATCH_1})
+        endif ()
+    endforeach ()
+    set(${out} ${value} PARENT_SCOPE)
+endfunction()
+
+# magi2norm_add_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...> [FAMILY <name>]
+#                        [FORM paired_words] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
+#                        [PARAMS <generator params...>] [CROSS <runtime>] [PTX])
+# One variant family, described once: its variants (one per dtype pair) and their lines in the
+# runtime's table. The family is named FAMILY (default: the backend, "cuda<nn>" for CUDA), plus
+# "_paired" for the paired-word form of BF16 -> BF16 (generators/magi2_norm_generator.cpp,
+# define_paired_words) and "_streaming" for outputs written with streaming stores, aligned to
+# MAGI2NORM_STREAMING_ALIGNMENT bytes (x86 targets, at least two; _magi2norm_streaming_library).
+# COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times 10, that the variants run on.
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
 # build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
 # With CROSS, the variants are for another machine: static libraries using that runtime, listed
 # in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's library).
 # With PTX (CUDA targets), each variant also writes its PTX, listed in MAGI2NORM_PTX_FILES.
 function(magi2norm_add_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX;PAIRED_WORDS" "FAMILY;CROSS;BACKEND;COMPUTE_CAPABILITY;STREAM_ALIGNMENT" "TARGETS;PARAMS")
-    if (NOT ARG_BACKEND)
-        set(ARG_BACKEND ${ARG_FAMILY})
-    endif ()
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;BACKEND;FORM;STORES;COMPUTE_CAPABILITY;CROSS" "TARGETS;PARAMS")
     if (NOT ARG_COMPUTE_CAPABILITY)
         set(ARG_COMPUTE_CAPABILITY 0)
     endif ()
-    if (NOT ARG_STREAM_ALIGNMENT)
-        set(ARG_STREAM_ALIGNMENT 0)
+    if (NOT ARG_FAMILY)
+        set(ARG_FAMILY ${ARG_BACKEND})
+        if (ARG_BACKEND STREQUAL "cuda")
+            set(ARG_FAMILY cuda${ARG_COMPUTE_CAPABILITY})
+        endif ()
+    endif ()
+    if (NOT ARG_FORM)
+        set(ARG_FORM elements)
+    endif ()
+    set(alignment 0)
+    if (ARG_STORES STREQUAL "streaming")
+        set(alignment ${MAGI2NORM_STREAMING_ALIGNMENT})
+    elseif (ARG_STORES AND NOT ARG_STORES STREQUAL "ordinary")
+        message(FATAL_ERROR "magi2norm_add_variants: STORES is ordinary or streaming, not ${ARG_STORES}")
     endif ()
     set(runtime ${MAGI2NORM_RUNTIME})
     if (ARG_CROSS)
         set(runtime ${ARG_CROSS})
+    endif ()
+    set(family ${ARG_FAMILY})
+    set(dtypes ${MAGI2NORM_DTYPES})
+    if (ARG_FORM STREQUAL "paired_words")
+        set(family ${family}_paired)
+        set(dtypes bf16)
+        list(APPEND ARG_PARAMS paired_words=true)
+    elseif (NOT ARG_FORM STREQUAL "elements")
+        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements or paired_words, not ${ARG_FORM}")
+    endif ()
+    if (alignment)
+        set(family ${family}_streaming)
     endif ()
     set(objects "")
     set(targets "")
     set(entries "")
     set(ptx_files "")
     list(LENGTH ARG_TARGETS num_targets)
-    set(dtypes ${MAGI2NORM_DTYPES})
-    set(paired 0)
-    if (ARG_PAIRED_WORDS)
-        set(dtypes bf16)
-        set(paired 1)
-        list(APPEND ARG_PARAMS paired_words=true)
-    endif ()
     foreach (in_type IN LISTS dtypes)
         foreach (out_type IN LISTS dtypes)
-            set(name "magi2_norm_${ARG_FAMILY}_${in_type}_${out_type}")
+            set(name "magi2_norm_${family}_${in_type}_${out_type}")
             set(device_code_args "")
             if (ARG_PTX)
                 set(device_code_args DEVICE_CODE ptx_file)
             endif ()
             set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
-            if (ARG_STREAM_ALIGNMENT)
-                _magi2norm_streaming_library(${name} ${ARG_STREAM_ALIGNMENT} TARGETS ${ARG_TARGETS} PARAMS ${params})
+            if (alignment)
+                _magi2norm_streaming_library(${name} ${alignment} TARGETS ${ARG_TARGETS} PARAMS ${params})
                 list(APPEND objects ${MAGI2NORM_STREAMING_OBJECTS})
             else ()
                 add_halide_library(${name} FROM magi2norm.generator
@@ -96,7 +134,7 @@ function(magi2norm_add_variants)
             if (ARG_PTX)
                 list(APPEND ptx_files ${ptx_file})
             endif ()
-            string(APPEND entries "MAGI2NORM_KERNEL(${ARG_FAMILY}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_STREAM_ALIGNMENT}, ${paired}, ${in_type}, ${out_type})\n")
+            string(APPEND entries "MAGI2NORM_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_FORM}, ${alignment}, ${in_type}, ${out_type})\n")
         endforeach ()
     endforeach ()
     if (ARG_CROSS)

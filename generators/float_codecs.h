@@ -56,9 +56,8 @@ inline Halide::Expr f16_to_f32(const Halide::Expr &bits) {
 
 // The codec's 32-bit constants, plus `zero` when given: an expression that is 0 at run time but
 // not to the compiler. LLVM rematerializes literal vector constants, and in the paired-word
-// output loop it reloaded four of them from memory in every iteration; constants computed from
-// a run-time zero are computed once before the loop and stay in registers (AVX2 loop 32 -> 27
-// instructions per 16 elements, 0.95-0.99 of the time, same bits; NOTES.md, stop 16).
+// output loop it reloaded them from memory in every iteration; constants computed from a
+// run-time zero are computed once before the loop and stay in registers.
 inline Halide::Expr codec_const(uint32_t v, const Halide::Expr &zero) { return zero.defined() ? u32(v) + zero : u32(v); }
 
 // Which NaNs an FP32 value handed to the BF16 encoder can be.
@@ -83,15 +82,13 @@ inline Halide::Expr f32_to_bf16_high(const Halide::Expr &value, NanBits nans, co
     Expr biased = u + (codec_const(0x7fff, zero) + ((u >> 16) & codec_const(1, zero)));
     if (nans == NanBits::low_half_clear) {
         // Rounding such a NaN keeps its high half: no compare and no select (2 of 13 AVX2
-        // operations per 8 lanes of the paired output loop). Same binary, BF16 -> BF16, paired
-        // and element forms, D = 3072 and 12288: 0.83-0.91 of the time, in cache on one thread
-        // and from memory on two (NOTES.md, stop 18).
+        // operations per 8 lanes of the paired output loop).
         return biased;
     }
     // An unordered compare (one instruction; reliable under strict_float) finds NaN. NaN lanes
     // take all ones before the shift, one select and no payload arithmetic: 0xffff is a NaN,
-    // the one PyTorch's vectorized CPU cast writes. Keeping the payload ((u >> 16) | 0x40) cost
-    // two more vector operations per 8 lanes (NOTES.md, stop 15).
+    // the one PyTorch's vectorized CPU cast writes. Keeping the payload ((u >> 16) | 0x40) would
+    // cost two more vector operations per 8 lanes.
     return select(is_nan(value), codec_const(0xffffffff, zero), biased);
 }
 
@@ -112,7 +109,7 @@ inline Halide::Expr bf16_pair_to_f32(const Halide::Expr &word, const Halide::Exp
 // one stays in place, so the pair costs a shift and a merge, with no pack or permute. The mask
 // is a literal, not a codec_const: LLVM then sees that the or takes whole 16-bit halves from
 // each side and makes the mask and the or one blend (vpblendw on x86, with no constant to keep
-// in a register; NOTES.md, stop 21).
+// in a register).
 inline Halide::Expr bf16_pair(const Halide::Expr &even_high, const Halide::Expr &odd_high) {
     return (even_high >> 16) | (odd_high & u32(0xffff0000));
 }

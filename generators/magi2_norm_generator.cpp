@@ -13,8 +13,8 @@
 // `scale` holds float32(W(w + 1)) per (d, p, m), prepared by the runtime when a weight is set.
 //
 // Two forms of the same formula: over elements (any dtype pair, any strides), and over paired
-// words for dense BF16 -> BF16 rows (`paired_words`, define_paired_words), which the CPU runs
-// in about 0.8 of the time in cache (NOTES.md, stop 16); both give the same bits.
+// words for dense BF16 -> BF16 rows (`paired_words`, define_paired_words), which spare the CPU
+// the widening and packing of each element; both give the same bits.
 //
 // Schedules live in schedules/, apart from this file; the generator only picks one.
 #include "Halide.h"
@@ -25,19 +25,17 @@
 #include "cpu_schedule.h"
 #include "float_codecs.h"
 #include "gpu_schedule.h"
+#include "kernel_abi.h"
 #include "norm_stages.h"
 
 namespace magi2norm::algorithm {
 
 using namespace Halide;
 
-// Lanes of the sum of squares' FP32 partials (see generate()): fixed by the algorithm, not by a
-// schedule's vector width, so every ISA and path of a target family adds the same squares
-// together.
-constexpr int kSumLanes = 16;
-
-// Grouping by sizes covers up to this many modalities (runtime/src/kernels.hpp mirrors it).
-constexpr int kMaxGroups = 16;
+// Fixed by the algorithm, not by a schedule's vector width, so every ISA and path of a target
+// family adds the same squares together (see generate()).
+using abi::kSumLanes;
+using abi::kMaxGroups;
 
 enum class Storage { F32, BF16, F16 };
 
@@ -79,21 +77,13 @@ public:
     // The paired-word form of BF16 -> BF16 (define_paired_words): x and out are uint32 words of
     // two elements; the runtime sends it contiguous rows of a multiple of 16 elements.
     GeneratorParam<bool> paired_words{"paired_words", false};
-    // CPU schedule knobs (schedules/cpu_schedule.h).
-    GeneratorParam<int> cpu_vector_width{"cpu_vector_width", 0};
-    GeneratorParam<int> cpu_task_bytes{"cpu_task_bytes", 64 * 1024};
-    GeneratorParam<int> cpu_split_bytes{"cpu_split_bytes", 32 * 1024};
-    GeneratorParam<int> cpu_prefetch_bytes{"cpu_prefetch_bytes", 4 * 1024 * 1024};
-    GeneratorParam<int> cpu_memory_task_bytes{"cpu_memory_task_bytes", 1024 * 1024};
-    GeneratorParam<int> cpu_chunk_bytes{"cpu_chunk_bytes", 16 * 1024};
+    // The schedules' knobs (schedules/knobs.def): cpu_vector_width, ..., gpu_unroll.
+#define MAGI2NORM_CPU_KNOB(name, value, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
+#define MAGI2NORM_GPU_KNOB(name, value, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};
+#include "knobs.def"
     // > 0: the variant for calls that come from memory, written with streaming stores, for
     // outputs aligned to this many bytes (see require_streaming_layout).
     GeneratorParam<int> cpu_streaming_alignment{"cpu_streaming_alignment", 0};
-    // GPU schedule knobs (schedules/gpu_schedule.h).
-    GeneratorParam<int> gpu_threads{"gpu_threads", 0};
-    GeneratorParam<int> gpu_rows_per_block{"gpu_rows_per_block", 0};
-    GeneratorParam<int> gpu_vector_width{"gpu_vector_width", 0};
-    GeneratorParam<int> gpu_unroll{"gpu_unroll", 0};
     // The tokens and row length the autoschedulers plan for (set_estimates). Their schedules
     // split the token and row axes by factors that fit these sizes and are only valid for calls
     // at least as large, so the benchmark's peers come in one library per size class.
@@ -121,14 +111,12 @@ public:
         // b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them: 4 on CPUs, 1 on
         // GPUs) in FP32, left to right; the partials accumulate in FP64, rounded to FP32 once.
         // On CPUs each lane accumulates its own partials and the 16 lanes are added as a tree
-        // (lane_tree); the GPU schedule reduces (lane, block) over its threads. An FP32 running
-        // sum over D = 12288 drifts by more than the contract's 1e-6 (measured: 1.4e-6 relative
-        // on random rows, worse with one dominant element); k squares in FP32 round k - 1 times,
-        // each within half an ulp of the partial, so they err by at most (k - 1) x 2^-24 of
-        // their sum (1.8e-7 for k = 4), and the FP64 sum adds half an FP32 ulp, for any D. Four
-        // squares per FP32 partial spare the CPU three of every four FP32 -> FP64 conversions
-        // and FP64 adds (44 instead of 68 instructions per 64 BF16 elements): same-process A/B, T = 4096, 2 threads, pre-norm 0.70-0.79 -> 0.78-0.87 of
-        // the copy, mHC -> bf16 0.74-0.76 -> 0.80-0.83 (NOTES.md).
+        // (lane_tree); the GPU schedule reduces (lane, block) over its threads.
+        // Error bound: k squares in FP32 round k - 1 times, each within half an ulp of the
+        // partial, so they err by at most (k - 1) x 2^-24 of their sum (1.8e-7 for k = 4), and
+        // the FP64 sum adds half an FP32 ulp, for any D. (An FP32 running sum over D = 12288
+        // drifts past the contract's 1e-6.) Four squares per partial spare the CPU three of
+        // every four FP32 -> FP64 conversions and FP64 adds.
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of squares");
         s.sum_steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
         s.sum_squares = Func("sum_squares");
@@ -162,10 +150,9 @@ public:
         if (using_autoscheduler()) return;
         if (get_target().has_gpu_feature()) {
             if (paired_words) throw CompileError("paired_words is a CPU form");
-            schedules::schedule_gpu(s, {gpu_threads, gpu_rows_per_block, gpu_vector_width, gpu_unroll}, get_target());
+            schedules::schedule_gpu(s, gpu_knobs(), get_target());
         } else {
-            schedules::schedule_cpu(s, {cpu_vector_width, cpu_task_bytes, cpu_split_bytes, cpu_prefetch_bytes,
-                                        cpu_memory_task_bytes, cpu_chunk_bytes, cpu_streaming_alignment > 0}, get_target());
+            schedules::schedule_cpu(s, cpu_knobs(), cpu_streaming_alignment > 0, get_target());
         }
     }
 
@@ -177,6 +164,22 @@ private:
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *out = nullptr;
 
+    schedules::CpuKnobs cpu_knobs() const {
+        schedules::CpuKnobs k;
+#define MAGI2NORM_CPU_KNOB(name, value, meaning) k.name = cpu_##name;
+#define MAGI2NORM_GPU_KNOB(name, value, meaning)
+#include "knobs.def"
+        return k;
+    }
+
+    schedules::GpuKnobs gpu_knobs() const {
+        schedules::GpuKnobs k;
+#define MAGI2NORM_CPU_KNOB(name, value, meaning)
+#define MAGI2NORM_GPU_KNOB(name, value, meaning) k.name = gpu_##name;
+#include "knobs.def"
+        return k;
+    }
+
     // inv = 1 / sqrt(float32(sum) / D + eps), per row.
     void define_inverse_rms(schedules::NormStages &s, const Expr &dim) {
         s.dim = dim;
@@ -185,14 +188,9 @@ private:
     }
 
     // The FP64 sum of the 16 lanes' sums, as a tree: lane l with lane l + 8, then + 4, + 2, + 1,
-    // so the last lane is added after 4 dependent additions instead of 16. A row's sum, its
-    // square root and divide are one chain of dependent operations before the row's output can
-    // start; with the lanes added in order, that chain made the Q/K norm's rows of 128 cost
-    // 1.4-1.9x the time per element of long rows. Tree / in order, time (NOTES.md, stop 17):
-    // Q/K [T, 24, 128] bf16 -> f32 0.82-0.85 in cache (one thread, T = 64) and 0.79-0.85 from
-    // memory (2 threads, T = 4096, streaming variant); rows of 3072 and 12288 0.98-1.01. The
-    // same tree on every CPU form and path, so their results agree bit for bit
-    // (tests/contract/lane_tree_test.cpp).
+    // so the last lane is added after 4 dependent additions instead of 16 (a row's sum, sqrt and
+    // divide are one dependent chain before its output starts, which short rows feel). The same
+    // tree on every CPU form and path, so their results agree bit for bit.
     static Expr lane_tree(const std::function<Expr(int)> &lane) {
         std::vector<Expr> sums;
         for (int l = 0; l < kSumLanes; ++l) sums.push_back(lane(l));
@@ -224,8 +222,7 @@ private:
         // Positions past the row read as zero squares: adding 0 is exact, so the last, partial
         // block adds the row's own squares in the same order as a whole block would. The
         // boundary condition marks its test `likely`, so Halide peels the last block off the
-        // loop and whole blocks run without the test (checked in the CPU assembly). A separate
-        // tail reduction instead made Adams2019 abort (an empty loop at the estimates, D = 3072).
+        // loop and whole blocks run without the test.
         Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
         const auto partial_at = [&](const Expr &first) {
             return partial_sum(s.sum_steps, [&](int k) { return padded(first + k * kSumLanes, h, a, t); });
@@ -256,8 +253,7 @@ private:
     // Positions are named (ji, odd, jo) = 16 jo + 2 ji + odd, so word 8 jo + ji holds (ji, 0, jo)
     // and (ji, 1, jo): eight words decode into the even and the odd elements of 16 positions
     // with one shift or one mask each, and the encoded odd halves are or-ed into place, where
-    // the element form widens, packs and permutes (11 of ~24 vector operations per 16 elements
-    // on AVX2 were shifts and shuffles). The sum adds the same squares in the same order as the
+    // the element form widens, packs and permutes. The sum adds the same squares in the same order as the
     // element form (lane 2 ji + odd, block by block, then the same tree over the lanes), so both
     // forms give the same bits. `scale` holds each row permuted within 16 positions (element
     // 16 jo + 8 odd + ji is the scale of position 16 jo + 2 ji + odd), so each parity's scales
@@ -307,7 +303,7 @@ private:
     // The buffers' layouts: any strides for the element form (stride 0 carries broadcasting, a
     // non-unit inner stride is a strided view); dense rows of whole vectors for the paired form,
     // starting at word 0 (as the runtime's buffers do), so d % 8 of a vector is its lanes and
-    // its scale loads are dense (with an unknown min they were gathers, twice the time).
+    // its scale loads are dense (with an unknown min they are gathers).
     // Set on the output after it is bound to its Func.
     void set_layout() {
         token_modality->dim(0).set_stride(Expr());

@@ -4,46 +4,33 @@ namespace magi2norm::schedules {
 
 using namespace Halide;
 
-void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &) {
-    const int threads = params.threads > 0 ? params.threads : 256;
-    const int rows = params.rows_per_block > 0 ? params.rows_per_block : 8;
-    // Halide emits PTX vector loads only where it can prove 16-byte alignment, which arbitrary
-    // strides do not give; scalar loads with consecutive threads on consecutive elements
-    // (vec = 1) coalesce fully, so that is the default until aligned fast paths exist.
-    const int vec = params.vector_width > 0 ? params.vector_width : 1;
-    // Steps of a thread's loops over its row unrolled together. A GPU thread issues in order, so
-    // a step whose arithmetic needs its own load waits out the memory latency before the next
-    // load issues: one load in flight per thread, a third or so of what an SM needs to cover the
-    // latency of HBM (Little's law: ~20-30 KB in flight per SM). Unrolled steps issue their loads
-    // together. Not yet measured on a GPU: scripts/gpu_check.sh compares it with gpu_unroll=1.
-    const int unroll = params.unroll > 0 ? params.unroll : 4;
+void schedule_gpu(NormStages &s, const GpuKnobs &knobs, const Target &) {
+    const int threads = knobs.threads;
+    const int rows = knobs.rows_per_block;
+    // Halide emits vector loads only where it can prove 16-byte alignment, which arbitrary
+    // strides do not give; one element per thread per step coalesces fully.
+    const int vec = knobs.vector_width;
+    // A GPU thread issues in order: unrolled steps put several loads in flight per thread.
+    const int unroll = knobs.unroll;
 
-    // Short rows (up to 4 steps of `threads / rows` threads: D <= 128 by default, the Q/K
-    // norm's width) share a block: `rows` rows of `threads / rows` threads each, one warp per
-    // row, so D = 128 keeps every thread of a 256-thread block busy instead of half of one.
-    // Longer rows get a block each, all `threads` across the row. Both shapes are one loop nest
-    // with run-time split factors, so the reductions below are placed once for both.
+    // Short rows (up to 4 steps of threads / rows threads) share a block, one warp a row by
+    // default, so D = 128 keeps a 256-thread block busy; longer rows get a block each. One loop
+    // nest with run-time split factors serves both, so the reductions are placed once.
     const int short_row_threads = std::max(1, threads / rows);
     Expr tokens = s.output.output_buffer().dim(3).extent();
     Expr short_row = s.dim <= short_row_threads * vec * 4 && tokens >= rows;
     Expr row_threads = select(short_row, short_row_threads, threads);
     Expr rows_per_block = select(short_row, rows, 1);
 
-    // Blocks over (token blocks, h, a): the token blocks on the grid's x, which CUDA allows up to
-    // 2^31 - 1 blocks (y and z: 65535), so [65536, 3072] and the rows the runtime regroups into
-    // tokens (layout.hpp, fold_rows) launch; threads over (d, token in block). On the fast path (unit
-    // strides, D a multiple of vec) each thread touches `vec` consecutive elements per step, so
-    // loads and stores are wide and a warp reads contiguous memory; the guard for the row's end
-    // is per vector, so no lane-wise predication is needed (OpenCL C has none).
+    // Token blocks on the grid's x (CUDA allows 2^31 - 1 there, 65535 on y and z); threads over
+    // (d, token in block). On the fast path each thread touches `vec` consecutive elements per
+    // step, guarded per vector (OpenCL C has no lane-wise predication).
     Var t_block("t_block"), t_row("t_row"), d_out("d_out"), d_chunk("d_chunk"), d_thread("d_thread"), d_vec("d_vec");
     Var d_step("d_step"), d_unrolled("d_unrolled");
     Expr wide = s.dim % vec == 0 && s.x_inner_stride == 1 && s.out_inner_stride == 1;
-    // The last token block shifts back to end at the last token (recomputing a few rows, with
-    // the same values) rather than running short: every block then has exactly
-    // `rows_per_block` rows, which is what sizes the block's threads and shared memory. With
-    // fewer tokens than that, rows take the long-row layout.
+    // The last token block shifts back (a few rows computed twice, same values), so every block
+    // has exactly rows_per_block rows, which sizes its threads and shared memory.
     s.output.split(s.t, t_block, t_row, rows_per_block, TailStrategy::ShiftInwards);
-    // What both paths share once their d loops are split: the grid, the threads, the unrolled steps.
     const auto over_blocks = [&](Stage stage) {
         stage.gpu_blocks(t_block, s.h, s.a)
             .gpu_threads(d_thread, t_row)
@@ -63,17 +50,15 @@ void schedule_gpu(NormStages &s, const GpuScheduleParams &params, const Target &
     s.inv_rms.compute_at(s.output, t_block);
     s.sum_squares.compute_at(s.output, t_block);
 
-    // Each thread accumulates its share of its row (on the fast path the same elements it later
-    // writes, so the second read hits L1) in one register. A row's partial sums then meet in
-    // shared memory in two steps: groups of `kGroup` threads add theirs in parallel, then one
-    // thread adds the group sums, so the serial chain is threads / kGroup + kGroup adds (32
-    // for 256 threads) instead of `threads`.
+    // Each thread sums its share of its row (on the fast path the elements it later writes, so
+    // the second read hits L1) in a register; the partials meet in shared memory in groups of
+    // kGroup, then the group sums: a serial chain of threads / kGroup + kGroup adds.
     constexpr int kGroup = 16;
     RVar ro("ro"), ri("ri"), r_thread("r_thread"), r_vec("r_vec"), r_group("r_group"), r_member("r_member");
     RVar r_step("r_step"), r_unrolled("r_unrolled");
     Var lane("lane"), group("group");
-    // With one square per partial (sum_steps = 1), lane l of block b is element 16 b + l: fused,
-    // the two make the normalized axis itself (rounded up to 16; the padding adds zeros).
+    // With one square per partial, lane l of block b is element 16 b + l: fused, the two are the
+    // normalized axis (rounded up to 16; the padding adds zeros).
     if (s.sum_steps != 1) throw CompileError("the GPU schedule reduces single squares: generate GPU variants with sum_steps=1");
     RVar r_d("r_d");
     s.sum_squares.update(0)

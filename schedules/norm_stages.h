@@ -4,6 +4,7 @@
 #pragma once
 
 #include "Halide.h"
+#include "kernel_abi.h"
 
 namespace magi2norm::schedules {
 
@@ -28,7 +29,7 @@ struct NormStages {
     // The paired-word form (BF16 -> BF16): x and out are uint32 words of two elements, d counts
     // words, and each row is a whole number of 8-word (16-element) vectors.
     bool paired_words = false;
-    static constexpr int kWordsPerVector = 8;
+    static constexpr int kWordsPerVector = abi::kSumLanes / 2;
     Halide::ImageParam input;  // x(d, h, a, t), the pipeline's input, for prefetch directives
 
     Halide::Expr dim;               // D

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "halide_calls.hpp"
 #include "kernels.hpp"
@@ -75,8 +77,11 @@ int get_stream(void *user_context, void *context, void **stream) {
 
 }  // namespace
 
-int cuda_compute_capability(void *context) {
 #if MAGI2NORM_HAS_CUDA
+namespace {
+
+// The driver's answer for the device of `context` (a context push and pop, a few driver calls).
+int query_compute_capability(void *context) {
     using InitFn = int (*)(unsigned);
     using PushFn = int (*)(void *);
     using PopFn = int (*)(void **);
@@ -104,6 +109,24 @@ int cuda_compute_capability(void *context) {
     int major = 0, minor = 0;
     if (attribute(&major, kMajor, device) != 0 || attribute(&minor, kMinor, device) != 0) return 0;
     return major * 10 + minor;
+}
+
+}  // namespace
+#endif
+
+int cuda_compute_capability(void *context) {
+#if MAGI2NORM_HAS_CUDA
+    // Per context, as asked; a context's device never changes. Unknown answers (0) are asked
+    // again: the driver may not be loaded yet.
+    static std::mutex mutex;
+    static std::vector<std::pair<void *, int>> known;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto &[c, capability] : known) {
+        if (c == context) return capability;
+    }
+    const int capability = query_compute_capability(context);
+    if (capability != 0) known.emplace_back(context, capability);
+    return capability;
 #else
     (void)context;
     return 0;

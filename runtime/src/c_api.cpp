@@ -14,6 +14,11 @@ struct magi2norm_norm {
     magi2norm::RMSNorm norm;
 };
 
+struct magi2norm_plan {
+    magi2norm::Plan plan;
+    bool by_ids;
+};
+
 namespace {
 
 using magi2norm::ErrorCode;
@@ -186,6 +191,35 @@ magi2norm_status magi2norm_norm_forward_dlpack(const magi2norm_norm *norm, const
                            required(out, "output"), optional_dtype(out_dtype, "output"), stream_of(stream));
     });
 }
+
+magi2norm_status magi2norm_plan_create(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                       const magi2norm_grouping *grouping, const magi2norm_tensor *out,
+                                       magi2norm_dtype out_dtype, const magi2norm_stream *stream, magi2norm_plan **plan) {
+    return guarded([&] {
+        magi2norm_plan *&result = required(plan, "plan result pointer");
+        result = nullptr;
+        magi2norm::CallOptions options;
+        options.out_dtype = optional_dtype(out_dtype, "output");
+        options.stream = stream_of(stream);
+        const magi2norm::Grouping g = grouping_of(grouping);
+        magi2norm::Plan made = required(norm, "norm").norm.plan(view_of(required(x, "input"), "input"), g,
+                                                                 view_of(required(out, "output"), "output"), options);
+        result = new magi2norm_plan{std::move(made), g.kind() == magi2norm::Grouping::Kind::ids};
+    });
+}
+
+magi2norm_status magi2norm_plan_run(const magi2norm_plan *plan, const void *x, void *out, const int32_t *ids) {
+    return guarded([&] {
+        const magi2norm_plan &p = required(plan, "plan");
+        if (p.by_ids) {
+            p.plan.run(x, out, ids);
+        } else {
+            p.plan.run(x, out);
+        }
+    });
+}
+
+void magi2norm_plan_destroy(magi2norm_plan *plan) { delete plan; }
 
 void magi2norm_set_num_threads(int n) { magi2norm::set_num_threads(n); }
 

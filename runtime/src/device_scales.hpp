@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "halide_calls.hpp"
+#include "magi2norm/magi2norm.hpp"
 
-namespace magi2norm {
+namespace magi2norm::detail {
 
-struct RMSNorm::DeviceScales {
+class DeviceScales {
+public:
     // Device handles (a CUDA device pointer or a cl_mem) of the scale and of one int32 zero,
     // which calls without per-token ids read as every token's id.
     struct Handles {
@@ -39,4 +41,4 @@ private:
     std::vector<std::unique_ptr<Entry>> entries_;
 };
 
-}  // namespace magi2norm
+}  // namespace magi2norm::detail

@@ -3,6 +3,7 @@
 #include <new>
 #include <string>
 
+#include "overlap.hpp"
 #include "views.hpp"
 
 namespace magi2norm {
@@ -55,7 +56,9 @@ void check_permutable(const detail::CheckedView &in, const detail::CheckedView &
         throw Error(ErrorCode::shape, "dispatch needs axis 0 of length " + std::to_string(num_tokens) + " (the token count)");
     }
     detail::check_no_self_alias(out, "dispatch output");
-    detail::check_disjoint(in, out);
+    if (detail::overlap(detail::host_span(in, in.data, "dispatch input"), detail::host_span(out, out.data, "dispatch output"))) {
+        throw Error(ErrorCode::overlap, "dispatch input and output memory ranges overlap (in-place and interleaved views are not supported)");
+    }
 }
 
 // out[rows_out[i]] = in[rows_in[i]] for every token i, one row (a view of rank - 1) at a time.

@@ -52,7 +52,7 @@ bool fold_into_tokens(KernelLayout &l, int inner) {
 
 }  // namespace
 
-void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned) {
+void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned, std::int64_t chunk_bytes) {
     fold_into_tokens(layout, kA);
     if (patterned || layout.extent[kA] != 1) return;
     const std::int64_t row_bytes = layout.extent[kD] * in_bytes;
@@ -65,10 +65,10 @@ void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned) {
         std::swap(layout.out_stride[kH], layout.out_stride[kT]);
     }
     if (layout.extent[kH] != 1 || row_bytes > kShortRowBytes) return;
-    // One short row per token: tokens of k rows, the most that fit in kTokenRowsBytes and divide
-    // the rows evenly, so that their sums come together.
+    // One short row per token: tokens of k rows, the most that fit in a chunk and divide the rows
+    // evenly, so that their sums come together.
     constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
-    for (std::int64_t k = std::min(kTokenRowsBytes / std::max<std::int64_t>(row_bytes, 1), layout.extent[kT]); k >= 2; --k) {
+    for (std::int64_t k = std::min(chunk_bytes / std::max<std::int64_t>(row_bytes, 1), layout.extent[kT]); k >= 2; --k) {
         if (layout.extent[kT] % k != 0 || std::llabs(layout.x_stride[kT]) * k > kMax || std::llabs(layout.out_stride[kT]) * k > kMax) {
             continue;
         }
@@ -80,6 +80,12 @@ void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned) {
         layout.out_stride[kT] *= k;
         return;
     }
+}
+
+DType output_dtype(const NormConfig &config, DType input, std::optional<DType> override_dtype) {
+    const DType d = override_dtype ? *override_dtype : config.out_dtype ? *config.out_dtype : input;
+    if (d != DType::f32 && d != DType::bf16 && d != DType::f16) throw Error(ErrorCode::dtype, "output dtype is not f32, bf16 or f16");
+    return d;
 }
 
 Dims output_shape(const NormConfig &config, const Dims &input_shape) {

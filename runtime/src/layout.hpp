@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "magi2norm/magi2norm.hpp"
@@ -32,23 +33,22 @@ Dims output_shape(const NormConfig &config, const Dims &input_shape);
 // shape is not output_shape(x.shape), Error(overflow) when an extent or stride exceeds int32.
 KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const CheckedView &out);
 
-// With one modality no axis selects a modality, and with P = 1 none selects a scale row either:
-// the rows can be walked in any grouping into tokens. This folds the middle axis `a` into the
-// token axis where one stride steps over both, and then, with P = 1:
-// - the head axis too when a token's rows pass `kFoldRowsBytes` of input (x [1, S, D] is
-//   otherwise one token: one task on one thread), or, where its strides do not chain, makes the
-//   longer of the head and token axes the tokens;
-// - tokens of one row of at most `kShortRowBytes` become tokens of k rows, k the most that fit in
-//   `kTokenRowsBytes` (the CPU schedule's chunk, `cpu_chunk_bytes`) and divide the rows evenly.
-// The CPU schedule computes the sums of a token's rows together, which overlaps each row's divides
-// and sqrt with the outputs before it (schedules/cpu_schedule.cpp): from memory, rows of 128 ran at
-// 18 GB/s (bf16 -> f32) one a token and 30 in tokens of 24 or 64; rows of 768 and 1536 in tokens of
-// 4 to 8 ran at 0.69-0.87 of the GB/s, hence the row limit (NOTES.md, stop 19). Rows within
-// `kFoldRowsBytes` already in a token stay there. The kernel then gets no token ids (with one
-// modality every token's modality is 0).
+// The output dtype of a call: its override, else the norm's out_dtype, else the input's; throws
+// Error(dtype) for a value outside the enum.
+DType output_dtype(const NormConfig &config, DType input, std::optional<DType> override_dtype);
+
+// With one modality no axis selects a modality, and with P = 1 none selects a scale row either,
+// so the rows can be walked in any grouping into tokens. fold_rows folds the middle axis `a` into
+// the token axis where one stride steps over both, and then, with P = 1:
+// - the head axis too when a token's rows pass kFoldRowsBytes of input (x [1, S, D] would be one
+//   token: one task on one thread), or, where its strides do not chain, makes the longer of the
+//   head and token axes the tokens;
+// - tokens of one row of at most kShortRowBytes become tokens of k rows, k the most that fit in
+//   `chunk_bytes` (the CPU schedule's cpu_chunk_bytes) and divide the rows evenly, so that their
+//   sums come together (schedules/cpu_schedule.cpp); longer rows gain nothing from it.
+// The kernel then gets no token ids (with one modality every token's modality is 0).
 constexpr std::int64_t kFoldRowsBytes = 64 * 1024;
 constexpr std::int64_t kShortRowBytes = 512;
-constexpr std::int64_t kTokenRowsBytes = 16 * 1024;
-void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned);
+void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned, std::int64_t chunk_bytes);
 
 }  // namespace magi2norm::detail

@@ -13,8 +13,8 @@ Dims contiguous_dims(const Dims &shape) {
     return strides;
 }
 
-CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
-                       const std::vector<std::int64_t> &strides, const char *what) {
+CheckedView check_geometry(DType dtype, const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
+                           const char *what) {
     if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
         throw Error(ErrorCode::dtype, std::string(what) + " has an unknown dtype (" +
                                           std::to_string(static_cast<int>(dtype)) + ")");
@@ -28,12 +28,10 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
     for (std::int64_t extent : shape) {
         if (extent < 0) throw Error(ErrorCode::shape, std::string(what) + " shape " + shape_string(shape) + " has a negative extent");
     }
-    v.data = data;
     v.dtype = dtype;
     v.count = count_elements(v.shape);
     v.strides = strides.empty() ? contiguous_dims(v.shape) : Dims(strides, what);
     if (v.count == 0) return v;
-    if (data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
 
     // Lowest and highest element offsets, then bytes; every step checked for overflow.
     std::int64_t lo = 0, hi = 0;
@@ -45,17 +43,29 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
         }
     }
     const auto elem = static_cast<std::int64_t>(dtype_size(dtype));
-    std::int64_t lo_bytes, hi_bytes;
-    if (__builtin_mul_overflow(lo, elem, &lo_bytes) || __builtin_mul_overflow(hi + 1, elem, &hi_bytes)) {
+    if (__builtin_mul_overflow(lo, elem, &v.lo_bytes) || __builtin_mul_overflow(hi + 1, elem, &v.hi_bytes)) {
         throw Error(ErrorCode::overflow, std::string(what) + " byte offsets overflow");
     }
+    return v;
+}
+
+AddressRange address_range(const CheckedView &v, const void *data, const char *what) {
+    if (v.count == 0) return {};
+    if (data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
     const auto base = reinterpret_cast<std::uintptr_t>(data);
-    if ((lo_bytes < 0 && base < static_cast<std::uintptr_t>(-lo_bytes)) ||
-        (hi_bytes > 0 && UINTPTR_MAX - base < static_cast<std::uintptr_t>(hi_bytes))) {
+    if ((v.lo_bytes < 0 && base < static_cast<std::uintptr_t>(-v.lo_bytes)) ||
+        (v.hi_bytes > 0 && UINTPTR_MAX - base < static_cast<std::uintptr_t>(v.hi_bytes))) {
         throw Error(ErrorCode::overflow, std::string(what) + " spans past the end of the address space");
     }
-    v.lo = base + static_cast<std::uintptr_t>(lo_bytes);  // modular arithmetic handles lo_bytes < 0
-    v.hi = base + static_cast<std::uintptr_t>(hi_bytes);
+    // Modular arithmetic handles lo_bytes < 0.
+    return {base + static_cast<std::uintptr_t>(v.lo_bytes), base + static_cast<std::uintptr_t>(v.hi_bytes)};
+}
+
+CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
+                       const std::vector<std::int64_t> &strides, const char *what) {
+    CheckedView v = check_geometry(dtype, shape, strides, what);
+    address_range(v, data, what);
+    v.data = data;
     return v;
 }
 
@@ -82,13 +92,6 @@ void check_no_self_alias(const CheckedView &view, const char *what) {
                                                " must order the axes without interleaving");
         }
         covered = stride * (view.shape[axis] - 1) + covered;
-    }
-}
-
-void check_disjoint(const CheckedView &in, const CheckedView &out) {
-    if (in.count == 0 || out.count == 0) return;
-    if (in.lo < out.hi && out.lo < in.hi) {
-        throw Error(ErrorCode::overlap, "input and output memory ranges overlap (in-place and interleaved views are not supported)");
     }
 }
 

@@ -53,27 +53,37 @@ void row_major_strides(const Shape &shape, Strides &strides) {
 }
 
 // A view whose geometry has been checked: strides resolved (row-major when none were given),
-// element count and the byte range [lo, hi) that its elements touch (empty for 0 elements).
+// element count, and the bytes its elements touch, [lo_bytes, hi_bytes) from its element 0
+// (both 0 for 0 elements). `data` is set by check_view, null after check_geometry.
 struct CheckedView {
     const void *data = nullptr;
     DType dtype = DType::f32;
     Dims shape;
     Dims strides;
     std::int64_t count = 0;
-    std::uintptr_t lo = 0, hi = 0;
+    std::int64_t lo_bytes = 0, hi_bytes = 0;
 };
 
 // Throws Error naming `what` ("input", "output", "weight", ...) for: an unknown dtype, a rank
-// above kMaxRank, strides of the wrong length, a negative extent, null data for a non-empty
-// view, an element count or a byte offset that overflows. Allocates nothing.
+// above kMaxRank, strides of the wrong length, a negative extent, an element count or a byte
+// offset that overflows. Reads no data pointer; allocates nothing.
+CheckedView check_geometry(DType dtype, const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
+                           const char *what);
+
+// The addresses [lo, hi) that a checked view's elements take at `data`; throws Error(null_data)
+// for a null `data` of a non-empty view and Error(overflow) past the address space. Empty views
+// take none ({0, 0}).
+struct AddressRange {
+    std::uintptr_t lo = 0, hi = 0;
+};
+AddressRange address_range(const CheckedView &view, const void *data, const char *what);
+
+// check_geometry, then address_range at `data`: a view whose data is read now.
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
                        const std::vector<std::int64_t> &strides, const char *what);
 
 // For a view that is written: throws Error(stride) if two of its elements share memory.
 void check_no_self_alias(const CheckedView &view, const char *what);
-
-// Throws Error(overlap) if the byte ranges of `in` and `out` intersect.
-void check_disjoint(const CheckedView &in, const CheckedView &out);
 
 // Copies every element of `src` into the element of `dst` at the same index (same shape and
 // element size; strides may differ).

@@ -208,30 +208,78 @@ static void serial_loop(void *context, int count, void (*task)(void *, int), voi
     }
 }
 
+/* 16 rows of 1024 equal values (64 KiB of f32: two tasks), which a unit scale maps to 1. */
+static float wide_x[16 * 1024], wide_y[16 * 1024];
+static const int64_t shape_16x1024[2] = {16, 1024};
+
 static void test_threads(void) {
     struct loop_counts counts = {0, 0};
-    magi2norm_norm *norm = NULL;
+    magi2norm_norm *norm = NULL, *wide = NULL;
     float y[8];
+    int i, ones = 1;
     magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
     magi2norm_tensor out = tensor(y, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor wx = tensor(wide_x, MAGI2NORM_F32, 2, shape_16x1024, NULL);
+    magi2norm_tensor wy = tensor(wide_y, MAGI2NORM_F32, 2, shape_16x1024, NULL);
 
     magi2norm_set_num_threads(2);
     CHECK(magi2norm_num_threads() == 2);
     magi2norm_set_num_threads(0);
 
+    /* The host's loop runs the tasks of a call of two or more; a call of one task runs on the
+     * calling thread. */
     CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_create(1024, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, NULL, MAGI2NORM_F32, 0, &wide) == MAGI2NORM_OK);
+    for (i = 0; i < 16 * 1024; ++i) wide_x[i] = 3.0f;
     magi2norm_set_parallel_for(serial_loop, &counts);
     memset(y, 0, sizeof y);
     CHECK(magi2norm_norm_forward(norm, &x, NULL, &out, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_forward(wide, &wx, NULL, &wy, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
     magi2norm_set_parallel_for(NULL, NULL);
     CHECK(counts.loops == 1 && counts.tasks >= 1);
     CHECK(rows_match(y, y_rows));
+    for (i = 0; i < 16 * 1024; ++i) ones &= close_to(wide_y[i], 1.0f);
+    CHECK(ones);
     magi2norm_norm_destroy(norm);
+    magi2norm_norm_destroy(wide);
+}
+
+/* A plan made from views without data, run on two inputs; grouped by ids, the ids of each run. */
+static void test_plan(void) {
+    float weights[8] = {0};
+    float y[8];
+    const float x_swapped[2][4] = {{0, 0, 3, 4}, {2, -2, 2, -2}};
+    const int32_t ids[2] = {1, 0}, bad_ids[2] = {0, 2};
+    magi2norm_norm *norm = NULL;
+    magi2norm_plan *plan = NULL;
+    magi2norm_tensor x = tensor(NULL, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor out = tensor(NULL, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_grouping grouping;
+    memcpy(weights, weight, sizeof weight);
+    memset(&grouping, 0, sizeof grouping);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 2, 1, MAGI2NORM_DTYPE_UNSET, weights, MAGI2NORM_F32, 8, &norm) == MAGI2NORM_OK);
+    grouping.kind = MAGI2NORM_GROUPING_IDS;
+    grouping.count = 2;
+    CHECK(magi2norm_plan_create(norm, &x, &grouping, &out, MAGI2NORM_DTYPE_UNSET, NULL, &plan) == MAGI2NORM_OK);
+    magi2norm_norm_destroy(norm); /* the plan keeps what it needs */
+    CHECK(magi2norm_plan_run(plan, x_rows, y, ids) == MAGI2NORM_OK);
+    CHECK(close_to(y[0], y_rows_unit_scale[0][0]) && close_to(y[3], y_rows_unit_scale[0][3]));
+    CHECK(close_to(y[6], y_rows[1][2]) && close_to(y[7], y_rows[1][3]));
+    CHECK(magi2norm_plan_run(plan, x_swapped, y, ids) == MAGI2NORM_OK);
+    CHECK(close_to(y[2], y_rows_unit_scale[1][2]) && close_to(y[4], y_rows[0][0]));
+    CHECK(magi2norm_plan_run(plan, x_rows, y, bad_ids) == MAGI2NORM_ERROR_MODALITY_ID);
+    CHECK(strstr(magi2norm_last_error(), "modality id") != NULL);
+    CHECK(magi2norm_plan_run(plan, x_rows, NULL, ids) == MAGI2NORM_ERROR_NULL_DATA);
+    CHECK(magi2norm_plan_run(NULL, x_rows, y, ids) == MAGI2NORM_ERROR_NULL_DATA);
+    magi2norm_plan_destroy(plan);
+    magi2norm_plan_destroy(NULL);
 }
 
 int main(void) {
     test_forward();
     test_grouping();
+    test_plan();
     test_output_shape();
     test_errors();
     test_dlpack();

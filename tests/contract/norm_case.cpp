@@ -147,7 +147,7 @@ testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType
     const std::string own = magi2norm::backend_name(backend);
     const bool cuda_cc = backend == magi2norm::Backend::cuda && family.size() > own.size() && family.compare(0, own.size(), own) == 0 &&
                          family.find_first_not_of("0123456789", own.size()) == std::string::npos;
-    const std::string cpu_family = std::string("cpu") + (paired ? "_paired" : "") + (streaming ? "_stream" : "");
+    const std::string cpu_family = std::string("cpu") + (paired ? "_paired" : "") + (streaming ? "_streaming" : "");
     const bool expected = streaming || paired ? family == cpu_family : family == own || cuda_cc;
     if (expected) return testing::AssertionSuccess();
     return testing::AssertionFailure() << "last_variant() is \"" << name << "\", expected a"

@@ -1,36 +1,49 @@
-// Which CPU calls the runtime sends to the streaming-store variants (kernels.cpp,
-// takes_streaming_stores). Those variants require an aligned output and refuse any other with an error
-// (generators/magi2_norm_generator.cpp, require_streaming_layout), so the runtime must send
-// exactly the calls they accept, and only those the streaming policy admits. The contract
-// suites check that both kinds of variant give the same bytes (tests/contract/streaming_test.cpp).
+// Which CPU calls the runtime sends to the streaming-store variants (call_plan.cpp,
+// plan_variants and choose_kernel). Those variants require an aligned output and refuse any other
+// with an error (generators/magi2_norm_generator.cpp, require_streaming_layout), so the runtime
+// must send exactly the calls they accept, and only those the streaming policy admits. The
+// contract suites check that both kinds of variant give the same bytes
+// (tests/contract/streaming_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
-#include "kernels.hpp"
+#include "call_plan.hpp"
 
 namespace {
 
 using magi2norm::Backend;
 using magi2norm::DType;
 using magi2norm::Memory;
-using magi2norm::detail::KernelCall;
-using magi2norm::detail::takes_streaming_stores;
+using magi2norm::detail::CallPlan;
 
 constexpr std::int64_t kAlignment = MAGI2NORM_STREAMING_ALIGNMENT;
 // Addresses are only compared, never dereferenced.
 constexpr std::uintptr_t kAligned = 1 << 20;
 
-// The pre-norm at T = 4096 ([4096, 3072] bf16 -> bf16, 24 MiB of output), dense, its output at
-// `address`.
-KernelCall pre_norm(std::uintptr_t address = kAligned) {
-    KernelCall c;
+const magi2norm::detail::NormState &norm_state() {
+    static magi2norm::detail::NormState state;
+    state.config.dim = 3072;
+    return state;
+}
+
+// The pre-norm at T = 4096 ([4096, 3072] bf16 -> bf16, 24 MiB of output), dense.
+CallPlan pre_norm() {
+    CallPlan c;
+    c.norm = &norm_state();
     c.layout.extent = {3072, 1, 1, 4096};
     c.layout.x_stride = {1, 3072, 3072, 3072};
     c.layout.out_stride = {1, 3072, 3072, 3072};
-    c.in_dtype = c.out_dtype = DType::bf16;
-    c.out = reinterpret_cast<void *>(address);
+    c.x.dtype = c.out.dtype = DType::bf16;
     return c;
+}
+
+// Whether `c`, planned, takes streaming stores with its output at `address`.
+bool takes_streaming_stores(CallPlan c, std::uintptr_t address = kAligned) {
+    magi2norm::detail::plan_variants(c);
+    const auto &kernel = magi2norm::detail::choose_kernel(c, reinterpret_cast<const void *>(kAligned),
+                                                          reinterpret_cast<const void *>(address));
+    return kernel.streaming_alignment > 0;
 }
 
 class StreamingStores : public testing::Test {
@@ -50,37 +63,37 @@ TEST(StreamingStoresWithoutVariants, NeverWhenTheBuildHasNone) {
 
 TEST_F(StreamingStores, AlignedModelOutputsFromMemory) {
     EXPECT_TRUE(takes_streaming_stores(pre_norm()));
-    KernelCall qk = pre_norm();  // Q/K: [4096, 24, 128] bf16 -> f32
+    CallPlan qk = pre_norm();  // Q/K: [4096, 24, 128] bf16 -> f32
     qk.layout.extent = {128, 24, 1, 4096};
     qk.layout.x_stride = qk.layout.out_stride = {1, 128, 3072, 3072};
-    qk.out_dtype = DType::f32;
+    qk.out.dtype = DType::f32;
     EXPECT_TRUE(takes_streaming_stores(qk));
-    KernelCall heads_apart = qk;  // heads outermost in memory: [24, 4096, 128]
+    CallPlan heads_apart = qk;  // heads outermost in memory: [24, 4096, 128]
     heads_apart.layout.out_stride = {1, 4096 * 128, 4096 * 128 * 24, 128};
     EXPECT_TRUE(takes_streaming_stores(heads_apart));
 }
 
 TEST_F(StreamingStores, NotWhenTheVariantsCannotStoreAligned) {
-    EXPECT_FALSE(takes_streaming_stores(pre_norm(kAligned + 2))) << "first element off by one element";
-    EXPECT_FALSE(takes_streaming_stores(pre_norm(kAligned + kAlignment / 2))) << "first element off by half the alignment";
-    KernelCall odd_row = pre_norm();
+    EXPECT_FALSE(takes_streaming_stores(pre_norm(), kAligned + 2)) << "first element off by one element";
+    EXPECT_FALSE(takes_streaming_stores(pre_norm(), kAligned + kAlignment / 2)) << "first element off by half the alignment";
+    CallPlan odd_row = pre_norm();
     odd_row.layout.extent[0] = odd_row.layout.out_stride[1] = odd_row.layout.out_stride[2] = odd_row.layout.out_stride[3] =
         3072 + 8;
     EXPECT_FALSE(takes_streaming_stores(odd_row)) << "rows of 3080 bf16 (16 bytes past a multiple of 32)";
-    KernelCall strided_row = pre_norm();
+    CallPlan strided_row = pre_norm();
     strided_row.layout.out_stride = {2, 6144, 6144, 6144};
     EXPECT_FALSE(takes_streaming_stores(strided_row)) << "every other element";
-    KernelCall token_gap = pre_norm();
+    CallPlan token_gap = pre_norm();
     token_gap.layout.out_stride[3] = 3072 + 1;
     EXPECT_FALSE(takes_streaming_stores(token_gap)) << "tokens one element apart from a multiple";
     // An axis of extent 1 is never stepped over: its stride does not matter.
-    KernelCall unit_axis = pre_norm();
+    CallPlan unit_axis = pre_norm();
     unit_axis.layout.out_stride[1] = 7;
     EXPECT_TRUE(takes_streaming_stores(unit_axis));
 }
 
 TEST_F(StreamingStores, OnlyCpuCallsOnHostMemory) {
-    KernelCall c = pre_norm();
+    CallPlan c = pre_norm();
     c.backend = Backend::opencl;
     EXPECT_FALSE(takes_streaming_stores(c));
     c.backend = Backend::cpu;
@@ -89,7 +102,7 @@ TEST_F(StreamingStores, OnlyCpuCallsOnHostMemory) {
 }
 
 TEST_F(StreamingStores, FollowsThePolicy) {
-    KernelCall small = pre_norm();
+    CallPlan small = pre_norm();
     small.layout.extent[3] = 16;  // 96 KiB of output: stays in cache for its consumer
     EXPECT_FALSE(takes_streaming_stores(small));
     magi2norm::set_streaming_policy({1, 0, 0});
@@ -100,6 +113,17 @@ TEST_F(StreamingStores, FollowsThePolicy) {
     EXPECT_FALSE(takes_streaming_stores(pre_norm())) << "16-bit outputs excluded";
     magi2norm::set_streaming_policy({1, 0, 4096});
     EXPECT_FALSE(takes_streaming_stores(pre_norm())) << "rows shorter than 4096 excluded";
+}
+
+TEST_F(StreamingStores, ACallsOwnPolicyOverridesTheProcesss) {
+    CallPlan small = pre_norm();
+    small.layout.extent[3] = 16;
+    small.streaming = magi2norm::StreamingPolicy{1, 0, 0};
+    EXPECT_TRUE(takes_streaming_stores(small));
+    magi2norm::set_streaming_policy({1, 0, 0});
+    CallPlan never = pre_norm();
+    never.streaming = magi2norm::StreamingPolicy{0, 0, 0};
+    EXPECT_FALSE(takes_streaming_stores(never));
 }
 
 }  // namespace

@@ -134,6 +134,21 @@ magi2norm_status magi2norm_norm_forward_dlpack(const magi2norm_norm *norm, const
                                                const magi2norm_grouping *grouping, const DLTensor *out,
                                                magi2norm_dtype out_dtype, const magi2norm_stream *stream);
 
+/* A call's geometry checked once (magi2norm::Plan): shapes, strides, dtypes, grouping, backend
+ * and stream. The views' data pointers (and a grouping's ids) are not read and may be NULL.
+ * magi2norm_plan_run then checks only the pointers it is given, and runs. A plan keeps the
+ * norm's weight of the time it was made and may outlive the norm; free it with
+ * magi2norm_plan_destroy. */
+typedef struct magi2norm_plan magi2norm_plan;
+magi2norm_status magi2norm_plan_create(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                       const magi2norm_grouping *grouping, const magi2norm_tensor *out,
+                                       magi2norm_dtype out_dtype, const magi2norm_stream *stream, magi2norm_plan **plan);
+/* `ids` (one per token) for a plan grouped by ids, else NULL. Nothing is written when the run is
+ * refused. */
+magi2norm_status magi2norm_plan_run(const magi2norm_plan *plan, const void *x, void *out, const int32_t *ids);
+/* NULL is ignored. */
+void magi2norm_plan_destroy(magi2norm_plan *plan);
+
 /* The AOT variant this thread's last completed kernel ran, e.g. "magi2_norm_cpu_bf16_bf16"; ""
  * before the first (magi2norm::last_variant). */
 const char *magi2norm_last_variant(void);

@@ -202,6 +202,57 @@ private:
 };
 
 // ---------------------------------------------------------------------------------------------
+// Process-wide settings, and their per-call form
+// ---------------------------------------------------------------------------------------------
+// Which CPU outputs are written with streaming (non-temporal) stores. They skip reading each
+// output line before writing it (a third of the memory traffic of a bf16 -> bf16 norm), and
+// leave the output out of the cache, so they pay for large outputs and cost small ones, which
+// their consumer would find in cache. Results are identical either way. Only outputs that can
+// be stored aligned take them: the first element aligned to 32 bytes (CMake option
+// MAGI2NORM_STREAMING_ALIGNMENT; PyTorch's CPU allocator aligns to 64), rows dense and a multiple
+// of 32 bytes long, the other strides multiples of 32 bytes. Other outputs get ordinary stores.
+struct StreamingPolicy {
+    std::int64_t min_output_bytes = 4 << 20;  // smaller outputs stay in cache for their consumer; 0 = never
+    int min_element_bytes = 2;                // output dtypes narrower than this take ordinary stores
+    std::int64_t min_row_elements = 1;        // as do rows (the normalized axis) shorter than this
+};
+// The process's policy, for calls that do not set their own; takes effect for calls that start
+// afterwards.
+void set_streaming_policy(const StreamingPolicy &policy);
+StreamingPolicy streaming_policy();
+
+// Threads used by CPU calls on the library's pool (at most 256); n <= 0 restores the default,
+// which is every core (or HL_NUM_THREADS when set). Takes effect for calls that start afterwards.
+void set_num_threads(int n);
+int num_threads();
+
+// A host's parallel loop: runs task(task_context, i) for every i in [0, count), in any order and
+// on any threads, and returns once all have returned. Tasks never throw and never wait on each
+// other, so running them one after another on the calling thread is also correct.
+using ParallelFor = void (*)(void *context, int count, void (*task)(void *task_context, int index),
+                             void *task_context);
+// A parallel loop and the context handed back to it; a null `run` is the library's pool.
+struct ParallelLoop {
+    ParallelFor run = nullptr;
+    void *context = nullptr;
+};
+// Runs the parallel loop of CPU calls through `parallel_for` (handed `context` back), e.g. on the
+// host's own thread pool, instead of the library's pool; nullptr restores the library's pool.
+// A call of one task (a tiny call) runs on the calling thread with no loop.
+// set_num_threads does not apply to a host's loop. Takes effect for calls that start afterwards.
+void set_parallel_for(ParallelFor parallel_for, void *context = nullptr);
+
+// The settings of one call; an unset field takes the process's setting when the call starts.
+// Two components of one host can so call with their own settings without touching each other's.
+struct CallOptions {
+    std::optional<DType> out_dtype;                // overrides the norm's out_dtype
+    Stream stream;                                 // the backend and, for GPUs, context and stream
+    std::optional<int> num_threads;                // threads on the library's pool, at most its size
+    std::optional<ParallelLoop> parallel_loop;     // a host's loop, or {} for the library's pool
+    std::optional<StreamingPolicy> streaming;      // which outputs take streaming stores
+};
+
+// ---------------------------------------------------------------------------------------------
 // The norm
 // ---------------------------------------------------------------------------------------------
 struct NormConfig {
@@ -210,6 +261,30 @@ struct NormConfig {
     std::int64_t num_modality = 1;      // M >= 1
     std::int64_t num_patterns = 1;      // P >= 1
     std::optional<DType> out_dtype;     // unset: same as the input
+};
+
+namespace detail {
+struct NormState;
+struct CallPlan;
+}  // namespace detail
+
+// One call's geometry, validated once: shapes, strides, dtypes, grouping, backend and stream,
+// with the variant chosen. run() then checks only what can change from call to call (the
+// pointers: null, input/output overlap, the ids, and the alignment that picks streaming stores
+// and the paired-word form), which makes a small call about as cheap as the kernel itself. A
+// plan keeps the weight the norm had when it was made, and runs on the GPU context and stream
+// it was made for. Copyable and cheap to copy; run() may be called from many threads at once.
+class Plan {
+public:
+    Plan() = default;
+    // out = norm(x) for data laid out as planned. A plan grouped by ids needs them here.
+    void run(const void *x, void *out) const;
+    void run(const void *x, void *out, const std::int32_t *token_ids) const;
+
+private:
+    friend class RMSNorm;
+    explicit Plan(std::shared_ptr<const detail::CallPlan> call) : call_(std::move(call)) {}
+    std::shared_ptr<const detail::CallPlan> call_;
 };
 
 class RMSNorm {
@@ -224,7 +299,7 @@ public:
     void set_weight(ConstTensorView weight);
     const NormConfig &config() const { return config_; }
     // float32(W(w + 1)), M*P*D values.
-    const std::vector<float> &scale() const { return scale_; }
+    const std::vector<float> &scale() const;
 
     // The output shape for an input of shape `input_shape` (SPEC.md's broadcasting).
     std::vector<std::int64_t> output_shape(const std::vector<std::int64_t> &input_shape) const;
@@ -236,57 +311,16 @@ public:
     // taken by reference: a copy would allocate their shapes and strides on every call.
     void forward(const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
                  std::optional<DType> out_dtype = std::nullopt, const Stream &stream = {}) const;
-
-    RMSNorm(const RMSNorm &other);
-    RMSNorm &operator=(const RMSNorm &other);
-    RMSNorm(RMSNorm &&) noexcept;
-    RMSNorm &operator=(RMSNorm &&) noexcept;
-    ~RMSNorm();
+    void forward(const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
+                 const CallOptions &options) const;
+    // forward() in two steps: everything but the data pointers of x, out and the ids (which
+    // plan() does not read; they may be null) is checked here, once.
+    Plan plan(const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
+              const CallOptions &options = {}) const;
 
 private:
     NormConfig config_;
-    std::vector<float> scale_;
-    // scale_ permuted for the paired-word variants (BF16 -> BF16, D a multiple of 16); else empty.
-    std::vector<float> paired_scale_;
-    // Device copies of the scale, made on the first device-memory call per CUDA context.
-    struct DeviceScales;
-    std::unique_ptr<DeviceScales> device_scales_;
+    std::shared_ptr<const detail::NormState> state_;  // null once moved from
 };
-
-// ---------------------------------------------------------------------------------------------
-// Streaming stores
-// ---------------------------------------------------------------------------------------------
-// Which CPU outputs are written with streaming (non-temporal) stores. They skip reading each
-// output line before writing it (a third of the memory traffic of a bf16 -> bf16 norm), and
-// leave the output out of the cache, so they pay for large outputs and cost small ones, which
-// their consumer would find in cache. Results are identical either way. Only outputs that can
-// be stored aligned take them: the first element aligned to 32 bytes (CMake option
-// MAGI2NORM_STREAMING_ALIGNMENT; PyTorch's CPU allocator aligns to 64), rows dense and a multiple
-// of 32 bytes long, the other strides multiples of 32 bytes. Other outputs get ordinary stores.
-struct StreamingPolicy {
-    std::int64_t min_output_bytes = 4 << 20;  // smaller outputs stay in cache for their consumer; 0 = never
-    int min_element_bytes = 2;                // output dtypes narrower than this are not streamed
-    std::int64_t min_row_elements = 1;        // nor are rows (the normalized axis) shorter than this
-};
-void set_streaming_policy(const StreamingPolicy &policy);
-StreamingPolicy streaming_policy();
-
-// ---------------------------------------------------------------------------------------------
-// Threads
-// ---------------------------------------------------------------------------------------------
-// Threads used by CPU calls (all calls in the process, at most 256); n <= 0 restores the
-// default, which is every core (or HL_NUM_THREADS when set).
-void set_num_threads(int n);
-int num_threads();
-
-// A host's parallel loop: runs task(task_context, i) for every i in [0, count), in any order and
-// on any threads, and returns once all have returned. Tasks never throw and never wait on each
-// other, so running them one after another on the calling thread is also correct.
-using ParallelFor = void (*)(void *context, int count, void (*task)(void *task_context, int index),
-                             void *task_context);
-// Runs the parallel loop of CPU calls through `parallel_for` (handed `context` back), e.g. on the
-// host's own thread pool, instead of the library's pool; nullptr restores the library's pool.
-// set_num_threads does not apply to a host's loop. Takes effect for calls that start afterwards.
-void set_parallel_for(ParallelFor parallel_for, void *context = nullptr);
 
 }  // namespace magi2norm

@@ -1,0 +1,16 @@
+// What the generated variants and the runtime that calls them agree on, defined once. Plain C++:
+// the runtime includes it too.
+#pragma once
+
+namespace magi2norm::abi {
+
+// Grouping by sizes reaches a variant as the scalar group starts cu[1 .. kMaxGroups - 1], so it
+// covers up to this many modalities without a buffer (a GPU launch then copies nothing).
+constexpr int kMaxGroups = 16;
+
+// Lanes of the sum of squares' FP32 partials: lane l adds the squares at positions l, l + 16, ...
+// of its block. The paired-word form covers a row in blocks of this many positions, so its rows
+// are whole blocks and the runtime permutes its scale table within each block.
+constexpr int kSumLanes = 16;
+
+}  // namespace magi2norm::abi

@@ -1,0 +1,348 @@
+#include "call_plan.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "halide_calls.hpp"
+#include "kernel_args.hpp"
+#include "opencl_context.hpp"
+#include "overlap.hpp"
+
+namespace magi2norm::detail {
+
+namespace {
+
+// The CPU variants' cpu_chunk_bytes (the build's, runtime/CMakeLists.txt), which regrouped rows fill.
+constexpr std::int64_t kCpuChunkBytes = MAGI2NORM_CPU_CHUNK_BYTES;
+
+bool aligned(const void *p, std::uintptr_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
+
+bool has_negative_stride(const CheckedView &v) {
+    return std::any_of(v.strides.begin(), v.strides.end(), [](std::int64_t s) { return s < 0; });
+}
+
+// Checks a grouping by sizes (M sizes, each >= 0, summing to the token count) and hands each
+// modality's tokens to `group(m, first, size)`, m = 0 .. M-1, in order.
+template <typename Group>
+void walk_group_sizes(const NormConfig &config, const Grouping &grouping, std::int64_t tokens, Group &&group) {
+    const auto &sizes = grouping.group_sizes();
+    if (static_cast<std::int64_t>(sizes.size()) != config.num_modality) {
+        throw Error(ErrorCode::grouping, "got " + std::to_string(sizes.size()) + " group sizes for num_modality " +
+                                             std::to_string(config.num_modality));
+    }
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        if (sizes[m] < 0) {
+            throw Error(ErrorCode::grouping, "group size " + std::to_string(m) + " is negative (" + std::to_string(sizes[m]) + ")");
+        }
+    }
+    std::int64_t first = 0;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        if (sizes[m] > tokens - first) {
+            throw Error(ErrorCode::grouping, "group sizes sum past the token count " + std::to_string(tokens));
+        }
+        group(m, first, sizes[m]);
+        first += sizes[m];
+    }
+    if (first != tokens) {
+        throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(first) + " but the input has " +
+                                             std::to_string(tokens) + " tokens");
+    }
+}
+
+// Where the views are and what runs them: the memory agrees across views and backend, and views
+// of OpenCL buffers (a cl_mem is a handle: a view starts at its buffer's first byte) come with
+// the host's queue and strides >= 0.
+void plan_backend(CallPlan &p, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
+                  const Stream &stream) {
+    p.backend = stream.backend ? *stream.backend : default_backend();
+    p.memory = x.memory;
+    if (x.memory != out.memory || (grouping.kind() == Grouping::Kind::ids && grouping.ids_memory() != x.memory)) {
+        throw Error(ErrorCode::device, "input, output and modality ids must all be in host memory or all in device memory");
+    }
+    if (p.memory == Memory::device && p.backend == Backend::cpu) {
+        throw Error(ErrorCode::device, "device-memory views need the cuda or opencl backend, not cpu");
+    }
+    p.cl_buffers = p.memory == Memory::device && p.backend == Backend::opencl;
+    if (p.cl_buffers) {
+        if (stream.stream == nullptr) {
+            throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
+        }
+        if (has_negative_stride(p.x) || has_negative_stride(p.out)) {
+            throw Error(ErrorCode::stride, "views of OpenCL buffers start at the buffer's first byte, so their strides must be >= 0");
+        }
+    }
+}
+
+// The grouping's kernel arguments: group starts (by sizes, up to kMaxGroups modalities), per-token
+// ids made here (by sizes past that, host memory only), or the caller's ids at run time.
+void plan_grouping(CallPlan &p, const NormConfig &config, const Grouping &grouping) {
+    if (!p.layout.has_token_axis) {
+        if (config.num_modality > 1) {
+            throw Error(ErrorCode::grouping, "num_modality > 1 needs a token axis separate from the pattern axis; the input " +
+                                                 shape_string(p.x.shape) + " has none");
+        }
+        if (grouping.kind() != Grouping::Kind::none) {
+            throw Error(ErrorCode::grouping, "grouping needs a token axis; the input " + shape_string(p.x.shape) + " has none");
+        }
+    }
+    if (config.num_modality > 1 && grouping.kind() == Grouping::Kind::none) {
+        throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config.num_modality) +
+                                             " but no grouping (group sizes or modality ids) was given");
+    }
+    p.tokens = p.layout.extent[3];
+    p.group_starts.fill(std::numeric_limits<std::int32_t>::max());
+    if (grouping.kind() == Grouping::Kind::ids) {
+        if (grouping.num_tokens() != p.tokens) {
+            throw Error(ErrorCode::grouping, "got " + std::to_string(grouping.num_tokens()) + " modality ids for " +
+                                                 std::to_string(p.tokens) + " tokens");
+        }
+        p.checks_ids = true;
+        // With one modality every id is 0 (the kernel clamps any id to [0, M)): none are passed.
+        p.takes_ids = config.num_modality > 1;
+        return;
+    }
+    if (grouping.kind() != Grouping::Kind::sizes) return;
+    const bool as_starts = config.num_modality <= abi::kMaxGroups;
+    if (!as_starts && p.memory == Memory::device) {
+        throw Error(ErrorCode::grouping, "with device memory, grouping by sizes supports up to " +
+                                             std::to_string(abi::kMaxGroups) + " modalities (num_modality is " +
+                                             std::to_string(config.num_modality) + "); pass per-token ids");
+    }
+    if (!as_starts) p.ids_from_sizes.resize(static_cast<std::size_t>(p.tokens));
+    walk_group_sizes(config, grouping, p.tokens, [&](std::size_t m, std::int64_t first, std::int64_t size) {
+        if (!as_starts) {
+            std::fill_n(p.ids_from_sizes.begin() + first, size, static_cast<std::int32_t>(m));
+        } else if (m > 0) {
+            p.group_starts[m - 1] = static_cast<std::int32_t>(first);
+        }
+    });
+}
+
+// Whether the streaming-store variants can store this layout aligned, whatever its first
+// element's address: rows dense and a multiple of the alignment long, every other stride of an
+// axis longer than 1 a multiple of it (generators/magi2_norm_generator.cpp, require_streaming_layout).
+bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t alignment) {
+    if (l.out_stride[0] != 1 || l.extent[0] * elem % alignment != 0) return false;
+    for (int i = 1; i < 4; ++i) {
+        if (l.extent[i] != 1 && l.out_stride[i] * elem % alignment != 0) return false;
+    }
+    return true;
+}
+
+// Whether the paired-word form serves this layout, whatever the pointers: BF16 -> BF16 rows of
+// whole blocks with unit inner strides on both sides and even strides elsewhere (whole words).
+bool paired_layout(const CallPlan &p) {
+    const KernelLayout &l = p.layout;
+    if (p.norm->paired_scale.empty() || p.x.dtype != DType::bf16 || p.out.dtype != DType::bf16 ||
+        l.extent[0] % abi::kSumLanes != 0 || l.x_stride[0] != 1 || l.out_stride[0] != 1) {
+        return false;
+    }
+    for (int i = 1; i < 4; ++i) {
+        if (l.extent[i] != 1 && (l.x_stride[i] % 2 != 0 || l.out_stride[i] % 2 != 0)) return false;
+    }
+    return true;
+}
+
+// The span of `bytes` at an OpenCL buffer `mem`, which must hold them all (OpenCL checks nothing
+// when the kernel runs): else Error(`code`), "`what` <bytes> bytes but the OpenCL buffer holds
+// <size>". Nothing is looked up for 0 bytes (an empty view's handle may be null).
+ByteSpan cl_span(const void *mem, std::uint64_t bytes, ErrorCode code, const std::string &what) {
+    if (bytes == 0) return {};
+    const auto extent = opencl_extent(mem);
+    if (bytes > extent.size) {
+        throw Error(code, what + " " + std::to_string(bytes) + " bytes but the OpenCL buffer holds " + std::to_string(extent.size));
+    }
+    return {extent.root, extent.offset, extent.offset + bytes};
+}
+
+// The span of a view at `data`: host addresses, or the part of its OpenCL buffer it covers
+// (strides >= 0, so [0, hi) of the buffer).
+ByteSpan view_span(const CallPlan &p, const CheckedView &v, const void *data, const char *what) {
+    if (!p.cl_buffers) return host_span(v, data, what);
+    if (v.count > 0 && data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
+    return cl_span(data, static_cast<std::uint64_t>(v.hi_bytes), ErrorCode::shape, std::string(what) + " view needs");
+}
+
+// Per-token ids: the pointer, its place apart from the output (the kernel writes the output
+// while it reads them), then their values where the host can read them (device ids are clamped
+// to [0, M) by the kernel).
+void check_ids(const CallPlan &p, const std::int32_t *ids, const ByteSpan &out) {
+    if (p.tokens == 0) return;
+    if (ids == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
+    const auto bytes = static_cast<std::uint64_t>(p.tokens) * sizeof(std::int32_t);
+    const std::string what = "modality ids for " + std::to_string(p.tokens) + " tokens need";
+    const ByteSpan span = p.cl_buffers ? cl_span(ids, bytes, ErrorCode::grouping, what)
+                                       : ByteSpan{nullptr, reinterpret_cast<std::uintptr_t>(ids),
+                                                  reinterpret_cast<std::uintptr_t>(ids) + bytes};
+    if (overlap(span, out)) {
+        throw Error(ErrorCode::overlap, "modality ids and output memory overlap (the kernel would overwrite ids it reads)");
+    }
+    if (p.memory != Memory::host) return;
+    const std::int64_t m = p.norm->config.num_modality;
+    for (std::int64_t t = 0; t < p.tokens; ++t) {
+        if (ids[t] < 0 || ids[t] >= m) {
+            throw Error(ErrorCode::modality_id, "token " + std::to_string(t) + " has modality id " + std::to_string(ids[t]) +
+                                                    ", outside [0, " + std::to_string(m) + ")");
+        }
+    }
+}
+
+halide_type_t storage_type(DType dtype) {
+    return dtype == DType::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_uint, 16);
+}
+
+halide_dimension_t dimension(std::int64_t extent, std::int64_t stride) {
+    return halide_dimension_t(0, static_cast<std::int32_t>(extent), static_cast<std::int32_t>(stride));
+}
+
+KernelBuffers buffers_of(const CallPlan &p, Form form) {
+    constexpr halide_type_t kWord{halide_type_uint, 32};
+    const KernelLayout &l = p.layout;
+    const bool paired = form == Form::paired_words;
+    const std::int64_t per = paired ? 2 : 1;
+    KernelBuffers b;
+    b.x_type = paired ? kWord : storage_type(p.x.dtype);
+    b.out_type = paired ? kWord : storage_type(p.out.dtype);
+    for (int axis = 0; axis < 4; ++axis) {
+        const bool words = axis == 0 && paired;
+        b.x[axis] = dimension(l.extent[axis] / (words ? 2 : 1), words ? 1 : l.x_stride[axis] / per);
+        b.out[axis] = dimension(l.extent[axis] / (words ? 2 : 1), words ? 1 : l.out_stride[axis] / per);
+    }
+    const NormConfig &c = p.norm->config;
+    b.scale = {dimension(c.dim, 1), dimension(l.extent[1], l.scale_h_stride), dimension(c.num_modality, c.num_patterns * c.dim)};
+    b.ids = dimension(l.extent[3], p.takes_ids || !p.ids_from_sizes.empty() ? 1 : 0);
+    return b;
+}
+
+// The planned kernel on pointers that passed their checks.
+void launch(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) {
+    const KernelEntry &kernel = choose_kernel(p, x, out);
+    const bool paired = kernel.form == Form::paired_words;
+    CallContext call{p.gpu_context, p.gpu_stream};
+    if (p.backend == Backend::cpu) resolve_parallel_loop(call, p.parallel_loop, p.num_threads);
+    const std::int32_t *kernel_ids = p.takes_ids ? ids : p.ids_from_sizes.empty() ? nullptr : p.ids_from_sizes.data();
+    KernelArgs args(p, kernel.form, call);
+    run_kernel(kernel, args, p.memory, x, paired ? p.norm->paired_scale.data() : p.scale,
+               kernel_ids ? kernel_ids : p.zero_id, out);
+}
+
+// GPU calls on host views with a negative stride: the input copied to contiguous memory, the
+// kernel on copies, the result copied to the caller's view.
+void launch_through_copies(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) {
+    std::vector<unsigned char> x_copy(static_cast<std::size_t>(p.x.count) * dtype_size(p.x.dtype));
+    std::vector<unsigned char> out_copy(static_cast<std::size_t>(p.out.count) * dtype_size(p.out.dtype));
+    CheckedView source = p.x;
+    source.data = x;
+    copy_elements(source, x_copy.data(), contiguous_dims(p.x.shape));
+    launch(p, x_copy.data(), out_copy.data(), ids);
+    CheckedView result = p.out;
+    result.data = out_copy.data();
+    result.strides = contiguous_dims(p.out.shape);
+    copy_elements(result, out, p.out.strides);
+}
+
+}  // namespace
+
+void plan_variants(CallPlan &p) {
+    const int capability = p.backend == Backend::cuda ? cuda_compute_capability(p.gpu_context) : 0;
+    p.elements[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, false, capability);
+    if (p.elements[0] == nullptr) {
+        throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(p.backend) + " kernel for " +
+                                           dtype_name(p.x.dtype) + " -> " + dtype_name(p.out.dtype));
+    }
+    if (p.backend != Backend::cpu || p.memory != Memory::host) return;
+    p.out_bytes = static_cast<std::int64_t>(dtype_size(p.out.dtype));
+    for (const std::int64_t e : p.layout.extent) p.out_bytes *= e;
+    const int alignment = cpu_streaming_alignment();
+    const bool streaming = alignment > 0 && streaming_layout(p.layout, static_cast<std::int64_t>(dtype_size(p.out.dtype)), alignment);
+    if (streaming) p.elements[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, true, 0);
+    if (!paired_layout(p)) return;
+    p.paired_words[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, false, 0);
+    if (streaming) p.paired_words[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, true, 0);
+}
+
+bool policy_admits(const StreamingPolicy &policy, const CallPlan &p) {
+    return policy.min_output_bytes > 0 && p.out_bytes >= policy.min_output_bytes &&
+           static_cast<std::int64_t>(dtype_size(p.out.dtype)) >= policy.min_element_bytes &&
+           p.layout.extent[0] >= policy.min_row_elements;
+}
+
+const KernelEntry &choose_kernel(const CallPlan &p, const void *x, const void *out) {
+    const bool streaming =
+        p.elements[1] != nullptr && policy_admits(p.streaming ? *p.streaming : streaming_policy(), p) &&
+        aligned(out, static_cast<std::uintptr_t>(p.elements[1]->streaming_alignment));
+    const int stores = streaming ? 1 : 0;
+    const bool paired = p.paired_words[stores] != nullptr && aligned(x, 4) && aligned(out, 4);
+    return paired ? *p.paired_words[stores] : *p.elements[stores];
+}
+
+CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
+                   const CallOptions &options) {
+    // Halide's hooks go in before anything of Halide's runs (a device upload below, the kernel).
+    install_halide_hooks();
+    const NormConfig &config = norm.config;
+    CallPlan p;
+    p.norm = &norm;
+    p.x = check_geometry(x.dtype, x.shape, x.strides, "input");
+    p.out = check_geometry(out.dtype, out.shape, out.strides, "output");
+    const DType out_dtype = output_dtype(config, x.dtype, options.out_dtype);
+    if (p.out.dtype != out_dtype) {
+        throw Error(ErrorCode::dtype, std::string("output dtype is ") + dtype_name(p.out.dtype) + " but the call produces " +
+                                          dtype_name(out_dtype));
+    }
+    p.layout = plan_layout(config, p.x, p.out);
+    check_no_self_alias(p.out, "output");
+    plan_backend(p, x, grouping, out, options.stream);
+    plan_grouping(p, config, grouping);
+    p.num_threads = options.num_threads;
+    p.parallel_loop = options.parallel_loop;
+    p.streaming = options.streaming;
+    if (p.out.count == 0) return p;
+
+    if (p.backend != Backend::cpu && p.memory == Memory::host && (has_negative_stride(p.x) || has_negative_stride(p.out))) {
+        p.through_copies = true;
+        CheckedView x_dense = p.x, out_dense = p.out;
+        x_dense.strides = contiguous_dims(p.x.shape);
+        out_dense.strides = contiguous_dims(p.out.shape);
+        p.layout = plan_layout(config, x_dense, out_dense);
+    }
+    // One modality: every token reads the same scale, so the rows may regroup into more tokens.
+    if (config.num_modality == 1) {
+        fold_rows(p.layout, static_cast<std::int64_t>(dtype_size(p.x.dtype)), config.num_patterns > 1, kCpuChunkBytes);
+    }
+
+    p.scale = norm.scale.data();
+    static const std::int32_t kZeroId = 0;
+    p.zero_id = &kZeroId;
+    if (p.memory == Memory::device) {
+        p.gpu_context = p.cl_buffers ? (options.stream.context ? options.stream.context : opencl_queue_context(options.stream.stream))
+                                     : resolve_cuda_context(options.stream.context);
+        p.gpu_stream = options.stream.stream;
+        const auto device = norm.device_scales.get(norm.scale, p.backend, p.gpu_context, p.gpu_stream);
+        p.scale = device.scale;
+        p.zero_id = device.zero_id;
+    }
+    plan_variants(p);
+    p.buffers[static_cast<int>(Form::elements)] = buffers_of(p, Form::elements);
+    if (p.paired_words[0]) p.buffers[static_cast<int>(Form::paired_words)] = buffers_of(p, Form::paired_words);
+    return p;
+}
+
+void run_call(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) {
+    const ByteSpan out_span = view_span(p, p.out, out, "output");
+    const ByteSpan x_span = view_span(p, p.x, x, "input");
+    if (overlap(x_span, out_span)) {
+        throw Error(ErrorCode::overlap, p.cl_buffers ? "input and output overlap in the same OpenCL buffer (in-place calls are not supported)"
+                                                     : "input and output memory ranges overlap (in-place and interleaved views are not supported)");
+    }
+    if (p.checks_ids) check_ids(p, ids, out_span);
+    if (p.out.count == 0) return;
+    if (p.through_copies) {
+        launch_through_copies(p, x, out, ids);
+    } else {
+        launch(p, x, out, ids);
+    }
+}
+
+}  // namespace magi2norm::detail

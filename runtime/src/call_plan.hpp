@@ -1,0 +1,98 @@
+// A call of the norm, decided in one place. plan_call takes the norm, the views' geometry, the
+// grouping and the call's options, checks everything that does not depend on the data pointers,
+// and returns the one kernel call: backend, folded layout, scale, grouping arguments, and the
+// variants of each form and store kind that the geometry allows. run_call then checks the
+// pointers (null, overlap, ids), picks among those variants by the pointers' alignment and the
+// streaming policy, and runs it.
+//
+//   views --check_geometry--> CheckedView --plan_layout--> KernelLayout --fold_rows--> (one modality)
+//         --variants_for--> elements / paired_words x ordinary / streaming --run_call--> Halide call
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "HalideRuntime.h"
+#include "kernel_abi.h"
+#include "kernels.hpp"
+#include "layout.hpp"
+#include "norm_state.hpp"
+#include "views.hpp"
+
+namespace magi2norm::detail {
+
+// The halide_buffer_t geometry of a call in one form: types and dimensions of x, out, the scale
+// and the ids. For the paired-word form, x and out are uint32 words of two elements: half the
+// row's extent, unit inner strides, and half of every other stride (even, except on axes of
+// extent 1, where the stride is never applied).
+struct KernelBuffers {
+    halide_type_t x_type, out_type;
+    std::array<halide_dimension_t, 4> x{}, out{};
+    std::array<halide_dimension_t, 3> scale{};
+    halide_dimension_t ids{};
+};
+
+struct CallPlan {
+    std::shared_ptr<const NormState> keep;  // a public Plan's hold on the norm; empty inside forward()
+    const NormState *norm = nullptr;
+
+    Backend backend = Backend::cpu;
+    Memory memory = Memory::host;  // of x, out and the ids
+    CheckedView x, out;            // the caller's views (geometry only)
+    KernelLayout layout;           // the kernel's axes, rows regrouped with one modality
+    std::int64_t tokens = 0;       // axis 0 of the input: the count of per-token ids
+
+    // Grouping: starts of modalities 1.. (INT32_MAX past the last), or per-token ids.
+    std::array<std::int32_t, abi::kMaxGroups - 1> group_starts{};
+    bool checks_ids = false;                  // by ids: run() receives and checks them
+    bool takes_ids = false;                   // by ids with M > 1: the kernel reads them
+    std::vector<std::int32_t> ids_from_sizes;  // by sizes with M > kMaxGroups (host memory)
+
+    // The scale and one int32 zero (every token's id without ids), in the views' memory.
+    const float *scale = nullptr;
+    const std::int32_t *zero_id = nullptr;
+    // GPU: the caller's context and stream (CUDA: CUcontext, CUstream; OpenCL: cl_context,
+    // cl_command_queue), for device memory.
+    void *gpu_context = nullptr, *gpu_stream = nullptr;
+    bool cl_buffers = false;  // the views are OpenCL buffers (cl_mem), checked against their size
+
+    // The variants this geometry allows, [0] ordinary and [1] streaming stores; null where none
+    // serves it. The element form's ordinary variant is always there.
+    std::array<const KernelEntry *, 2> elements{}, paired_words{};
+    std::array<KernelBuffers, 2> buffers{};  // [Form]
+    std::int64_t out_bytes = 0;              // CPU: the output's elements' bytes, for the streaming policy
+
+    // GPU calls on host views with a negative stride run on contiguous copies (Halide's
+    // host-to-device copies need strides >= 0): `layout` is then that of the copies.
+    bool through_copies = false;
+
+    // The call's own settings; unset: the process's when the call starts.
+    std::optional<int> num_threads;
+    std::optional<ParallelLoop> parallel_loop;
+    std::optional<StreamingPolicy> streaming;
+};
+
+// Throws Error naming the problem; reads no data pointer.
+CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
+                   const CallOptions &options);
+
+// The variants of each form and store kind that the plan's backend, memory, dtypes and layout
+// allow (sets `elements` and `paired_words`; Error(device) when the library has no element-form
+// variant for them). Only CPU calls on host memory take the paired-word form and streaming stores.
+void plan_variants(CallPlan &plan);
+
+// Whether a policy sends a plan's output to streaming stores (by its size and shape).
+bool policy_admits(const StreamingPolicy &policy, const CallPlan &plan);
+
+// The variant a planned call runs with its data at `x` and `out`: streaming stores where the
+// policy admits the output and `out` is aligned for them, the paired-word form where both are
+// on 4-byte boundaries (whole words).
+const KernelEntry &choose_kernel(const CallPlan &plan, const void *x, const void *out);
+
+// Runs the planned call on data at `x` and `out` (and `ids` when the plan takes ids): checks the
+// pointers first, so a refused call writes nothing.
+void run_call(const CallPlan &plan, const void *x, void *out, const std::int32_t *ids);
+
+}  // namespace magi2norm::detail

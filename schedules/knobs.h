@@ -1,0 +1,18 @@
+// The knobs of knobs.def as the schedules read them.
+#pragma once
+
+namespace magi2norm::schedules {
+
+struct CpuKnobs {
+#define MAGI2NORM_CPU_KNOB(name, value, meaning) int name = value;
+#define MAGI2NORM_GPU_KNOB(name, value, meaning)
+#include "knobs.def"
+};
+
+struct GpuKnobs {
+#define MAGI2NORM_CPU_KNOB(name, value, meaning)
+#define MAGI2NORM_GPU_KNOB(name, value, meaning) int name = value;
+#include "knobs.def"
+};
+
+}  // namespace magi2norm::schedules
