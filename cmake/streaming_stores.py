@@ -3,7 +3,7 @@
 its prefetches into L2.
 
 Halide 21 has no schedule directive for non-temporal stores (upstream added Func::stream_stores()
-in 2026-07, after 21.0.0), and its IR cannot express one. This step stands in for it: it reads
+after 21.0.0), and its IR cannot express one. This step stands in for it: it reads
 the LLVM IR a generator wrote (-e llvm_assembly), marks every vector store into the named buffer
 `!nontemporal`, and compiles the module to an object file with llvmlite's LLVM (a newer LLVM
 than Halide's reads Halide's IR).
@@ -23,15 +23,11 @@ than Halide's reads Halide's IR).
 - Ordering: non-temporal stores are weakly ordered, so every function that makes them issues an
   sfence before it returns (x86): a parallel task's stores are visible before the task reports
   done.
-- Prefetches: Halide's prefetch directive has no cache level; its runtime's _halide_prefetch
-  always asks for no temporal locality (prefetchnta). With --prefetch-into-l2 every read
-  prefetch becomes one into L2 (prefetcht1), and the module must have one. The streaming
-  variants (which pass it) serve calls that come from memory and prefetch the next row while
-  they write one; a non-temporal prefetch of a row that is read twice, and that with its scales
-  may not fit in L1 (D = 12288), measured slower than an L2 prefetch. Same binary, from memory,
-  2 threads, three runs (NOTES.md, stop 17), prefetcht1 over prefetchnta: D = 12288 BF16 ->
-  BF16 1.09-1.18x, F32 -> F32 1.12-1.13x, BF16 -> F32 1.00-1.08x; D = 3072 BF16 -> F32
-  1.03-1.06x, BF16 -> BF16 1.01-1.08x (0.93-1.04x in four later runs: no gain at that width).
+- Prefetches: Halide's prefetch directive has no cache level; its runtime asks for no temporal
+  locality (prefetchnta). With --prefetch-into-l2 every read prefetch becomes one into L2
+  (prefetcht1), and the module must have one: the streaming variants prefetch the next row while
+  they write one, and a row that is read twice (sum, then output) and may not fit in L1 with its
+  scales (D = 12288) is better kept in L2.
 Fails when no store was marked, when a masked store or scatter writes the buffer (left
 unmarked), when a function with marked stores has no non-temporal instruction in its compiled
 code (the variant would silently have ordinary stores), or, with --prefetch-into-l2, when the

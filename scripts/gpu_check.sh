@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 4, in two steps, because the GPU machine has CUDA, CMake, ninja and
+# The GPU check, in two steps, because the GPU machine has CUDA, CMake, ninja and
 # PyTorch but no Halide and no package registry:
 #   bash scripts/gpu_check.sh prepare   # here: CUDA variants, the contract tests and the CUDA
 #                                       # benchmark (also built with gpu_unroll=1), statically
@@ -38,7 +38,7 @@ run)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
   echo "== contract suite on the cuda backend (host views staged through the device)"
   # The 2.2 GB input test runs elsewhere; the golden files came in the bundle.
-  # A failing step is reported and the next still runs: one device session has to show all of it.
+  # A failing step is reported and the next still runs: one device run has to show all of it.
   # The exit status says whether any step failed.
   failed=0
   MAGI2NORM_BACKEND=cuda MAGI2NORM_GOLDEN_DIR="$PWD/$bundle/golden" \

@@ -1,5 +1,5 @@
-// A view's shape or strides held inline: checking a call's views allocates nothing, which is
-// most of what a tiny call costs besides its kernel (NOTES.md, "Per-call cost").
+// A view's shape or strides held inline: checking a call's views allocates nothing (a heap
+// allocation per axis vector would cost a tiny call more than its checks).
 #pragma once
 
 #include <algorithm>
