@@ -188,33 +188,6 @@ void check_ids(const CallPlan &p, const std::int32_t *ids, const ByteSpan &out) 
     }
 }
 
-halide_type_t storage_type(DType dtype) {
-    return dtype == DType::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_uint, 16);
-}
-
-halide_dimension_t dimension(std::int64_t extent, std::int64_t stride) {
-    return halide_dimension_t(0, static_cast<std::int32_t>(extent), static_cast<std::int32_t>(stride));
-}
-
-KernelBuffers buffers_of(const CallPlan &p, Form form) {
-    constexpr halide_type_t kWord{halide_type_uint, 32};
-    const KernelLayout &l = p.layout;
-    const bool paired = form == Form::paired_words;
-    const std::int64_t per = paired ? 2 : 1;
-    KernelBuffers b;
-    b.x_type = paired ? kWord : storage_type(p.x.dtype);
-    b.out_type = paired ? kWord : storage_type(p.out.dtype);
-    for (int axis = 0; axis < 4; ++axis) {
-        const bool words = axis == 0 && paired;
-        b.x[axis] = dimension(l.extent[axis] / (words ? 2 : 1), words ? 1 : l.x_stride[axis] / per);
-        b.out[axis] = dimension(l.extent[axis] / (words ? 2 : 1), words ? 1 : l.out_stride[axis] / per);
-    }
-    const NormConfig &c = p.norm->config;
-    b.scale = {dimension(c.dim, 1), dimension(l.extent[1], l.scale_h_stride), dimension(c.num_modality, c.num_patterns * c.dim)};
-    b.ids = dimension(l.extent[3], p.takes_ids || !p.ids_from_sizes.empty() ? 1 : 0);
-    return b;
-}
-
 // The planned kernel on pointers that passed their checks.
 void launch(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) {
     const KernelEntry &kernel = choose_kernel(p, x, out);
@@ -222,7 +195,7 @@ void launch(const CallPlan &p, const void *x, void *out, const std::int32_t *ids
     CallContext call{p.gpu_context, p.gpu_stream};
     if (p.backend == Backend::cpu) resolve_parallel_loop(call, p.parallel_loop, p.num_threads);
     const std::int32_t *kernel_ids = p.takes_ids ? ids : p.ids_from_sizes.empty() ? nullptr : p.ids_from_sizes.data();
-    KernelArgs args(p, kernel.form, call);
+    KernelArgs args(p, kernel.form, kernel_ids != nullptr, call);
     run_kernel(kernel, args, p.memory, x, paired ? p.norm->paired_scale.data() : p.scale,
                kernel_ids ? kernel_ids : p.zero_id, out);
 }
@@ -284,8 +257,8 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     const NormConfig &config = norm.config;
     CallPlan p;
     p.norm = &norm;
-    p.x = check_geometry(x.dtype, x.shape, x.strides, "input");
-    p.out = check_geometry(out.dtype, out.shape, out.strides, "output");
+    check_geometry(p.x, x.dtype, x.shape, x.strides, "input");
+    check_geometry(p.out, out.dtype, out.shape, out.strides, "output");
     const DType out_dtype = output_dtype(config, x.dtype, options.out_dtype);
     if (p.out.dtype != out_dtype) {
         throw Error(ErrorCode::dtype, std::string("output dtype is ") + dtype_name(p.out.dtype) + " but the call produces " +
@@ -324,8 +297,6 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
         p.zero_id = device.zero_id;
     }
     plan_variants(p);
-    p.buffers[static_cast<int>(Form::elements)] = buffers_of(p, Form::elements);
-    if (p.paired_words[0]) p.buffers[static_cast<int>(Form::paired_words)] = buffers_of(p, Form::paired_words);
     return p;
 }
 

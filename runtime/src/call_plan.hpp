@@ -14,7 +14,6 @@
 #include <optional>
 #include <vector>
 
-#include "HalideRuntime.h"
 #include "kernel_abi.h"
 #include "kernels.hpp"
 #include "layout.hpp"
@@ -22,17 +21,6 @@
 #include "views.hpp"
 
 namespace magi2norm::detail {
-
-// The halide_buffer_t geometry of a call in one form: types and dimensions of x, out, the scale
-// and the ids. For the paired-word form, x and out are uint32 words of two elements: half the
-// row's extent, unit inner strides, and half of every other stride (even, except on axes of
-// extent 1, where the stride is never applied).
-struct KernelBuffers {
-    halide_type_t x_type, out_type;
-    std::array<halide_dimension_t, 4> x{}, out{};
-    std::array<halide_dimension_t, 3> scale{};
-    halide_dimension_t ids{};
-};
 
 struct CallPlan {
     std::shared_ptr<const NormState> keep;  // a public Plan's hold on the norm; empty inside forward()
@@ -61,7 +49,6 @@ struct CallPlan {
     // The variants this geometry allows, [0] ordinary and [1] streaming stores; null where none
     // serves it. The element form's ordinary variant is always there.
     std::array<const KernelEntry *, 2> elements{}, paired_words{};
-    std::array<KernelBuffers, 2> buffers{};  // [Form]
     std::int64_t out_bytes = 0;              // CPU: the output's elements' bytes, for the streaming policy
 
     // GPU calls on host views with a negative stride run on contiguous copies (Halide's

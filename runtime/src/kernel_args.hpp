@@ -3,7 +3,6 @@
 // variant's _argv entry point takes.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -25,9 +24,18 @@ struct HalideBuffer {
     }
     HalideBuffer(const HalideBuffer &) = delete;
     HalideBuffer &operator=(const HalideBuffer &) = delete;
+    void set_dim(int i, std::int64_t extent, std::int64_t stride) {
+        dims[i] = halide_dimension_t(0, static_cast<std::int32_t>(extent), static_cast<std::int32_t>(stride));
+    }
 };
 
+inline halide_type_t storage_type(DType dtype) {
+    return dtype == DType::f32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_uint, 16);
+}
+
 struct KernelArgs {
+    static constexpr halide_type_t kWord{halide_type_uint, 32};
+
     HalideBuffer<4> x, out;
     HalideBuffer<3> scale;
     HalideBuffer<1> ids;  // without per-token ids: a stride-0 view of one zero
@@ -37,16 +45,28 @@ struct KernelArgs {
     float eps;
     std::array<void *, 1 + 3 + abi::kMaxGroups - 1 + 2> args{};
 
-    // The planned descriptors of `form`; run_kernel attaches the memory.
-    KernelArgs(const CallPlan &plan, Form form, const CallContext &call)
-        : x(plan.buffers[static_cast<int>(form)].x_type), out(plan.buffers[static_cast<int>(form)].out_type),
+    // Descriptors of the planned layout in `form`; run_kernel attaches the memory. For the
+    // paired-word form, x and out are uint32 words of two elements: half the row's extent, unit
+    // inner strides, and half of every other stride (even, except on axes of extent 1, where the
+    // stride is never applied).
+    KernelArgs(const CallPlan &plan, Form form, bool with_ids, const CallContext &call)
+        : x(form == Form::paired_words ? kWord : storage_type(plan.x.dtype)),
+          out(form == Form::paired_words ? kWord : storage_type(plan.out.dtype)),
           scale(halide_type_t(halide_type_float, 32)), ids(halide_type_t(halide_type_int, 32)), context(call),
           starts(plan.group_starts), eps(plan.norm->config.eps) {
-        const KernelBuffers &b = plan.buffers[static_cast<int>(form)];
-        std::copy(b.x.begin(), b.x.end(), x.dims);
-        std::copy(b.out.begin(), b.out.end(), out.dims);
-        std::copy(b.scale.begin(), b.scale.end(), scale.dims);
-        ids.dims[0] = b.ids;
+        const KernelLayout &l = plan.layout;
+        const bool paired = form == Form::paired_words;
+        const std::int64_t per = paired ? 2 : 1;
+        for (int axis = 0; axis < 4; ++axis) {
+            const bool words = axis == 0 && paired;
+            x.set_dim(axis, l.extent[axis] / (words ? 2 : 1), words ? 1 : l.x_stride[axis] / per);
+            out.set_dim(axis, l.extent[axis] / (words ? 2 : 1), words ? 1 : l.out_stride[axis] / per);
+        }
+        const NormConfig &c = plan.norm->config;
+        scale.set_dim(0, c.dim, 1);
+        scale.set_dim(1, l.extent[1], l.scale_h_stride);
+        scale.set_dim(2, c.num_modality, c.num_patterns * c.dim);
+        ids.set_dim(0, l.extent[3], with_ids ? 1 : 0);
     }
     KernelArgs(const KernelArgs &) = delete;
     KernelArgs &operator=(const KernelArgs &) = delete;

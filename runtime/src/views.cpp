@@ -13,13 +13,13 @@ Dims contiguous_dims(const Dims &shape) {
     return strides;
 }
 
-CheckedView check_geometry(DType dtype, const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
-                           const char *what) {
+void check_geometry(CheckedView &v, DType dtype, const std::vector<std::int64_t> &shape,
+                    const std::vector<std::int64_t> &strides, const char *what) {
     if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
         throw Error(ErrorCode::dtype, std::string(what) + " has an unknown dtype (" +
                                           std::to_string(static_cast<int>(dtype)) + ")");
     }
-    CheckedView v;
+    v.data = nullptr;
     v.shape = Dims(shape, what);
     if (!strides.empty() && strides.size() != shape.size()) {
         throw Error(ErrorCode::stride, std::string(what) + " has " + std::to_string(strides.size()) +
@@ -31,7 +31,8 @@ CheckedView check_geometry(DType dtype, const std::vector<std::int64_t> &shape, 
     v.dtype = dtype;
     v.count = count_elements(v.shape);
     v.strides = strides.empty() ? contiguous_dims(v.shape) : Dims(strides, what);
-    if (v.count == 0) return v;
+    v.lo_bytes = v.hi_bytes = 0;
+    if (v.count == 0) return;
 
     // Lowest and highest element offsets, then bytes; every step checked for overflow.
     std::int64_t lo = 0, hi = 0;
@@ -46,7 +47,6 @@ CheckedView check_geometry(DType dtype, const std::vector<std::int64_t> &shape, 
     if (__builtin_mul_overflow(lo, elem, &v.lo_bytes) || __builtin_mul_overflow(hi + 1, elem, &v.hi_bytes)) {
         throw Error(ErrorCode::overflow, std::string(what) + " byte offsets overflow");
     }
-    return v;
 }
 
 AddressRange address_range(const CheckedView &v, const void *data, const char *what) {
@@ -63,7 +63,8 @@ AddressRange address_range(const CheckedView &v, const void *data, const char *w
 
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
                        const std::vector<std::int64_t> &strides, const char *what) {
-    CheckedView v = check_geometry(dtype, shape, strides, what);
+    CheckedView v;
+    check_geometry(v, dtype, shape, strides, what);
     address_range(v, data, what);
     v.data = data;
     return v;

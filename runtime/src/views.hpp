@@ -64,11 +64,12 @@ struct CheckedView {
     std::int64_t lo_bytes = 0, hi_bytes = 0;
 };
 
-// Throws Error naming `what` ("input", "output", "weight", ...) for: an unknown dtype, a rank
-// above kMaxRank, strides of the wrong length, a negative extent, an element count or a byte
-// offset that overflows. Reads no data pointer; allocates nothing.
-CheckedView check_geometry(DType dtype, const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
-                           const char *what);
+// Fills `view` (its data left null); throws Error naming `what` ("input", "output", "weight",
+// ...) for: an unknown dtype, a rank above kMaxRank, strides of the wrong length, a negative
+// extent, an element count or a byte offset that overflows. Reads no data pointer; allocates
+// nothing.
+void check_geometry(CheckedView &view, DType dtype, const std::vector<std::int64_t> &shape,
+                    const std::vector<std::int64_t> &strides, const char *what);
 
 // The addresses [lo, hi) that a checked view's elements take at `data`; throws Error(null_data)
 // for a null `data` of a non-empty view and Error(overflow) past the address space. Empty views
