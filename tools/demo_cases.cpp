@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "bf16.hpp"
+#include "magi2norm/float_codecs.hpp"
 #include "splitmix64.hpp"
 
 namespace magi2norm::cli {

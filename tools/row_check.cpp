@@ -6,7 +6,8 @@
 #include <set>
 #include <vector>
 
-#include "bf16.hpp"
+#include "bf16_ulp.hpp"
+#include "magi2norm/float_codecs.hpp"
 
 namespace magi2norm::cli {
 namespace {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "magi2norm/float_codecs.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace {
@@ -44,13 +45,6 @@ void check(cudaError_t status, const char *what) {
     }
 }
 
-float bf16_value(std::uint16_t bits) {
-    const std::uint32_t u = std::uint32_t{bits} << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 float load(const unsigned char *data, DType dtype, std::int64_t i) {
     if (dtype == DType::f32) {
         float f;
@@ -59,7 +53,7 @@ float load(const unsigned char *data, DType dtype, std::int64_t i) {
     }
     std::uint16_t bits;
     std::memcpy(&bits, data + 2 * i, 2);
-    return bf16_value(bits);  // inputs and outputs here are f32 or bf16
+    return magi2norm::bf16_to_f32(bits);  // inputs and outputs here are f32 or bf16
 }
 
 // Milliseconds per call of `body`, best of `iters` timed with events on `stream`.

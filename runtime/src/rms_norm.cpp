@@ -5,9 +5,9 @@
 #include <string>
 
 #include "call_plan.hpp"
-#include "float_bits.hpp"
 #include "kernel_abi.h"
 #include "layout.hpp"
+#include "magi2norm/float_codecs.hpp"
 #include "norm_state.hpp"
 #include "views.hpp"
 
@@ -49,8 +49,8 @@ float plus_one(DType weight_dtype, const unsigned char *element) {
     }
     std::uint16_t bits;
     std::memcpy(&bits, element, sizeof bits);
-    if (weight_dtype == DType::bf16) return detail::bf16_to_f32(detail::f32_to_bf16(detail::bf16_to_f32(bits) + 1.0f));
-    return detail::f16_to_f32(detail::f32_to_f16(detail::f16_to_f32(bits) + 1.0f));
+    if (weight_dtype == DType::bf16) return bf16_to_f32(f32_to_bf16(bf16_to_f32(bits) + 1.0f));
+    return f16_to_f32(f32_to_f16(f16_to_f32(bits) + 1.0f));
 }
 
 // A NaN scale is stored as the one quiet NaN 0x7fc00000, whatever the weight's payload: the CPU

@@ -1,28 +1,13 @@
-// BF16 bits <-> FP32 for the demo's synthetic data and its checks. The library's own
-// conversions are private, and the checks should not lean on the code they check anyway.
+// The tolerance of the demo's BF16 output check: one BF16 unit in the last place around a value.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+
+#include "magi2norm/float_codecs.hpp"
 
 namespace magi2norm::cli {
-
-inline float bf16_to_f32(std::uint16_t bits) {
-    const std::uint32_t u = std::uint32_t{bits} << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-// Round to nearest even; NaN stays NaN, overflow rounds to inf.
-inline std::uint16_t f32_to_bf16(float value) {
-    std::uint32_t u;
-    std::memcpy(&u, &value, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-    return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 // The larger distance from the finite BF16 value `bits` to its two representable neighbours.
 inline float bf16_local_ulp(std::uint16_t bits) {
