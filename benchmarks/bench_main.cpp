@@ -65,10 +65,9 @@ int main(int argc, char **argv) {
                                              [c, impl](benchmark::State &state) { run_benchmark(state, c, impl); })
                     ->UseRealTime()
                     ->Unit(benchmark::kMicrosecond);
-            // The tiny calls (the budget target's T <= 16) first run untimed for a while: what the
-            // case before them leaves running fades within about half a second, and a tiny call's
-            // first repetitions measured it (mHC bf16 -> bf16 M3 ids T = 16 after the PyTorch
-            // peers: 49.1, 44.8, then 30.7 us; 30.9-34.4 run alone; NOTES.md, stop 21).
+            // The tiny calls (the tiny-call target's T <= 16) first run untimed for a while: what
+            // the case before them leaves running (the PyTorch peers' threads, say) fades within
+            // about half a second, and their first repetitions would measure it instead.
             if (c.tokens <= kTinyCallTokens) b->MinWarmUpTime(kTinyCallWarmUpSeconds);
         }
     }

@@ -31,8 +31,8 @@ struct Implementation {
     bool nearby_ceilings = false;  // its memory-bound cases get ceilings measured around them
 };
 
-// Token counts up to which a call counts as tiny (issue 3: T = 1 and T = 16), and from which
-// the bandwidth targets apply.
+// Token counts up to which a call counts as tiny (the tiny-call target's T = 1 and T = 16), and
+// from which the bandwidth targets apply.
 constexpr std::int64_t kTinyTokens = 16;
 constexpr std::int64_t kLargeTokens = 4096;
 

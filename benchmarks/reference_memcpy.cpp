@@ -1,7 +1,7 @@
-// Not a norm: a memcpy that moves as many bytes as the norm does (half read, half written),
-// the yardstick of issue 3's tiny-call target (T = 1 and T = 16 within 2x of a memcpy of the
-// same bytes plus 5 us). Run only for those token counts, on buffers of its own (in cache, as the
-// tiny cases' are); its output is not checked.
+// Not a norm: a memcpy that moves as many bytes as the norm does (half read, half written), the
+// yardstick of the tiny-call target (T = 1 and T = 16 within 2x of a memcpy of the same bytes
+// plus 5 us). Run only for those token counts, on buffers of its own (in cache, as the tiny
+// cases' are); its output is not checked.
 #include <cstring>
 #include <vector>
 

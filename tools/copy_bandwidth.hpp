@@ -3,7 +3,8 @@
 
 #include <cstddef>
 #include <map>
-#include <vector>
+
+#include "copy_ceilings.hpp"
 
 namespace magi2norm::cli {
 
@@ -23,9 +24,7 @@ public:
 
 private:
     int threads_;
-    // Source and destination buffers of every measurement, allocated (and touched) once and
-    // grown when a larger case needs it: page faults stay out of the timing and the run time.
-    std::vector<unsigned char> pool_;
+    tools::CopyMeter meter_;
     std::map<std::size_t, double> measured_;  // traffic bytes -> GB/s
 };
 

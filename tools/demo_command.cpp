@@ -7,13 +7,13 @@
 #include <thread>
 #include <vector>
 
-#include "best_time.hpp"
 #include "cli_args.hpp"
 #include "copy_bandwidth.hpp"
 #include "demo_cases.hpp"
 #include "demo_report.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "row_check.hpp"
+#include "run_times.hpp"
 
 namespace magi2norm::cli {
 namespace {
@@ -73,7 +73,7 @@ CaseResult run_case(const DemoCase &c, std::uint64_t seed, CopyBandwidth &copy) 
     const auto round = [&] {
         for (std::size_t i = 0; i < buffers.pairs(); ++i) norm.forward(buffers.x(i), grouping, buffers.out(i));
     };
-    r.seconds = best_seconds(kRepeats, round) / static_cast<double>(buffers.pairs());
+    r.seconds = tools::time_runs(kRepeats, round).best_seconds / static_cast<double>(buffers.pairs());
     r.variant = last_variant();
     r.check = check_sampled_rows(c, data, buffers.out(0).data, kSampleTokens);
     r.copy_gbps = copy.gbps(r.bytes, kRepeats);

@@ -8,16 +8,17 @@
 #include <memory>
 #include <new>
 
-namespace magi2norm::bench {
+namespace magi2norm::tools {
 
 class AlignedBuffer {
 public:
-    explicit AlignedBuffer(std::size_t bytes) {
+    // `bytes` (rounded up to a whole cache line), every byte set to `fill`.
+    explicit AlignedBuffer(std::size_t bytes, std::byte fill = std::byte{0}) {
         constexpr std::size_t kAlign = 64;
         const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
         data_.reset(static_cast<std::byte *>(std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded)));
         if (!data_) throw std::bad_alloc();
-        std::memset(data_.get(), 0, rounded);
+        std::memset(data_.get(), std::to_integer<int>(fill), rounded);
     }
 
     std::byte *data() const { return data_.get(); }
@@ -29,4 +30,4 @@ private:
     std::unique_ptr<std::byte[], Free> data_;
 };
 
-}  // namespace magi2norm::bench
+}  // namespace magi2norm::tools
