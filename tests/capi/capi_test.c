@@ -87,20 +87,25 @@ static void test_forward(void) {
     magi2norm_norm_destroy(norm);
 }
 
-static void test_grouping(void) {
-    /* Modality 0 has the weight above, modality 1 all zeros (scale 1). */
+/* Two modalities: modality 0 has the weight above, modality 1 all zeros (scale 1). */
+static magi2norm_norm *two_modality_norm(void) {
     float weights[8] = {0};
+    magi2norm_norm *norm = NULL;
+    memcpy(weights, weight, sizeof weight);
+    CHECK(magi2norm_norm_create(4, 0.0f, 2, 1, MAGI2NORM_DTYPE_UNSET, weights, MAGI2NORM_F32, 8, &norm) == MAGI2NORM_OK);
+    return norm;
+}
+
+static void test_grouping(void) {
     float y[8];
     const int64_t sizes[2] = {1, 1};
     const int32_t ids[2] = {1, 0};
-    magi2norm_norm *norm = NULL;
+    magi2norm_norm *norm = two_modality_norm();
     magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
     magi2norm_tensor out = tensor(y, MAGI2NORM_F32, 2, shape_2x4, NULL);
     magi2norm_grouping grouping;
-    memcpy(weights, weight, sizeof weight);
     memset(&grouping, 0, sizeof grouping);
 
-    CHECK(magi2norm_norm_create(4, 0.0f, 2, 1, MAGI2NORM_DTYPE_UNSET, weights, MAGI2NORM_F32, 8, &norm) == MAGI2NORM_OK);
     grouping.kind = MAGI2NORM_GROUPING_SIZES;
     grouping.sizes = sizes;
     grouping.count = 2;
@@ -246,19 +251,16 @@ static void test_threads(void) {
 
 /* A plan made from views without data, run on two inputs; grouped by ids, the ids of each run. */
 static void test_plan(void) {
-    float weights[8] = {0};
     float y[8];
     const float x_swapped[2][4] = {{0, 0, 3, 4}, {2, -2, 2, -2}};
     const int32_t ids[2] = {1, 0}, bad_ids[2] = {0, 2};
-    magi2norm_norm *norm = NULL;
+    magi2norm_norm *norm = two_modality_norm();
     magi2norm_plan *plan = NULL;
     magi2norm_tensor x = tensor(NULL, MAGI2NORM_F32, 2, shape_2x4, NULL);
     magi2norm_tensor out = tensor(NULL, MAGI2NORM_F32, 2, shape_2x4, NULL);
     magi2norm_grouping grouping;
-    memcpy(weights, weight, sizeof weight);
     memset(&grouping, 0, sizeof grouping);
 
-    CHECK(magi2norm_norm_create(4, 0.0f, 2, 1, MAGI2NORM_DTYPE_UNSET, weights, MAGI2NORM_F32, 8, &norm) == MAGI2NORM_OK);
     grouping.kind = MAGI2NORM_GROUPING_IDS;
     grouping.count = 2;
     CHECK(magi2norm_plan_create(norm, &x, &grouping, &out, MAGI2NORM_DTYPE_UNSET, NULL, &plan) == MAGI2NORM_OK);

@@ -92,10 +92,17 @@ TEST_F(StreamingStores, NotWhenTheVariantsCannotStoreAligned) {
     EXPECT_TRUE(takes_streaming_stores(unit_axis));
 }
 
+bool has_backend(Backend backend) {
+    for (Backend b : magi2norm::compiled_backends()) {
+        if (b == backend) return true;
+    }
+    return false;
+}
+
 TEST_F(StreamingStores, OnlyCpuCallsOnHostMemory) {
     CallPlan c = pre_norm();
     c.backend = Backend::opencl;
-    EXPECT_FALSE(takes_streaming_stores(c));
+    if (has_backend(Backend::opencl)) EXPECT_FALSE(takes_streaming_stores(c));
     c.backend = Backend::cpu;
     c.memory = Memory::device;
     EXPECT_FALSE(takes_streaming_stores(c));
