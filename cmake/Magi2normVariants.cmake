@@ -25,10 +25,10 @@ set(MAGI2NORM_X86_TARGETS
     x86-64-linux-sse41)
 
 # The knobs' defaults, read from schedules/knobs.def (their one declaration): for a knob
-# "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name>.
-file(STRINGS ${PROJECT_SOURCE_DIR}/schedules/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU)_KNOB\\(")
+# "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu or runtime).
+file(STRINGS ${PROJECT_SOURCE_DIR}/schedules/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
 foreach (line IN LISTS _magi2norm_knob_lines)
-    if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU)_KNOB\\(([a-z_]+), ([0-9]+),")
+    if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
         message(FATAL_ERROR "schedules/knobs.def: cannot read the knob line: ${line}")
     endif ()
     string(TOLOWER ${CMAKE_MATCH_1} scope)

@@ -77,9 +77,11 @@ public:
     // The paired-word form of BF16 -> BF16 (define_paired_words): x and out are uint32 words of
     // two elements; the runtime sends it contiguous rows of a multiple of 16 elements.
     GeneratorParam<bool> paired_words{"paired_words", false};
-    // The schedules' knobs (schedules/knobs.def): cpu_vector_width, ..., gpu_unroll.
-#define MAGI2NORM_CPU_KNOB(name, value, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
-#define MAGI2NORM_GPU_KNOB(name, value, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};
+    // The schedules' knobs (schedules/knobs.def): cpu_vector_width, ..., gpu_unroll; the runtime's
+    // knobs are not the generator's.
+#define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
+#define MAGI2NORM_GPU_KNOB(name, value, values, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};
+#define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning)
 #include "knobs.def"
     // > 0: the variant for calls that come from memory, written with streaming stores, for
     // outputs aligned to this many bytes (see require_streaming_layout).
@@ -166,16 +168,18 @@ private:
 
     schedules::CpuKnobs cpu_knobs() const {
         schedules::CpuKnobs k;
-#define MAGI2NORM_CPU_KNOB(name, value, meaning) k.name = cpu_##name;
-#define MAGI2NORM_GPU_KNOB(name, value, meaning)
+#define MAGI2NORM_CPU_KNOB(name, value, values, meaning) k.name = cpu_##name;
+#define MAGI2NORM_GPU_KNOB(name, value, values, meaning)
+#define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning)
 #include "knobs.def"
         return k;
     }
 
     schedules::GpuKnobs gpu_knobs() const {
         schedules::GpuKnobs k;
-#define MAGI2NORM_CPU_KNOB(name, value, meaning)
-#define MAGI2NORM_GPU_KNOB(name, value, meaning) k.name = gpu_##name;
+#define MAGI2NORM_CPU_KNOB(name, value, values, meaning)
+#define MAGI2NORM_GPU_KNOB(name, value, values, meaning) k.name = gpu_##name;
+#define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning)
 #include "knobs.def"
         return k;
     }

@@ -188,9 +188,8 @@ void check_ids(const CallPlan &p, const std::int32_t *ids, const ByteSpan &out) 
     }
 }
 
-// The planned kernel on pointers that passed their checks.
-void launch(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) {
-    const KernelEntry &kernel = choose_kernel(p, x, out);
+// `kernel` on pointers that passed their checks.
+void launch(const CallPlan &p, const KernelEntry &kernel, const void *x, void *out, const std::int32_t *ids) {
     const bool paired = kernel.form == Form::paired_words;
     CallContext call{p.gpu_context, p.gpu_stream};
     if (p.backend == Backend::cpu) resolve_parallel_loop(call, p.parallel_loop, p.num_threads);
@@ -208,7 +207,7 @@ void launch_through_copies(const CallPlan &p, const void *x, void *out, const st
     CheckedView source = p.x;
     source.data = x;
     copy_elements(source, x_copy.data(), contiguous_dims(p.x.shape));
-    launch(p, x_copy.data(), out_copy.data(), ids);
+    launch(p, choose_kernel(p, x_copy.data(), out_copy.data()), x_copy.data(), out_copy.data(), ids);
     CheckedView result = p.out;
     result.data = out_copy.data();
     result.strides = contiguous_dims(p.out.shape);
@@ -300,7 +299,9 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     return p;
 }
 
-void run_call(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) {
+void run_call(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) { run_call(p, nullptr, x, out, ids); }
+
+void run_call(const CallPlan &p, const KernelEntry *kernel, const void *x, void *out, const std::int32_t *ids) {
     const ByteSpan out_span = view_span(p, p.out, out, "output");
     const ByteSpan x_span = view_span(p, p.x, x, "input");
     if (overlap(x_span, out_span)) {
@@ -312,7 +313,7 @@ void run_call(const CallPlan &p, const void *x, void *out, const std::int32_t *i
     if (p.through_copies) {
         launch_through_copies(p, x, out, ids);
     } else {
-        launch(p, x, out, ids);
+        launch(p, kernel ? *kernel : choose_kernel(p, x, out), x, out, ids);
     }
 }
 

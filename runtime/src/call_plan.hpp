@@ -81,5 +81,9 @@ const KernelEntry &choose_kernel(const CallPlan &plan, const void *x, const void
 // Runs the planned call on data at `x` and `out` (and `ids` when the plan takes ids): checks the
 // pointers first, so a refused call writes nothing.
 void run_call(const CallPlan &plan, const void *x, void *out, const std::int32_t *ids);
+// The same with `kernel` in place of the one choose_kernel picks (null: that one), as the tuner
+// runs its candidates: a variant of the planned dtypes, form and store kind for this layout (GPU
+// calls through contiguous copies keep their own).
+void run_call(const CallPlan &plan, const KernelEntry *kernel, const void *x, void *out, const std::int32_t *ids);
 
 }  // namespace magi2norm::detail
