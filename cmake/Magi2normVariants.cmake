@@ -24,15 +24,23 @@ set(MAGI2NORM_X86_TARGETS
     x86-64-linux-avx-avx2-f16c-fma-sse41
     x86-64-linux-sse41)
 
+# The source tree, found from this file so that `cmake -P` scripts may include it too.
+get_filename_component(_magi2norm_source_dir ${CMAKE_CURRENT_LIST_DIR} DIRECTORY)
+
 # The knobs' defaults, read from schedules/knobs.def (their one declaration): for a knob
-# "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu or runtime).
-file(STRINGS ${PROJECT_SOURCE_DIR}/schedules/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
+# "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu or runtime), and the
+# names of each scope's knobs in MAGI2NORM_KNOBS_<scope>.
+file(STRINGS ${_magi2norm_source_dir}/schedules/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
+set(MAGI2NORM_KNOBS_cpu "")
+set(MAGI2NORM_KNOBS_gpu "")
+set(MAGI2NORM_KNOBS_runtime "")
 foreach (line IN LISTS _magi2norm_knob_lines)
     if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
         message(FATAL_ERROR "schedules/knobs.def: cannot read the knob line: ${line}")
     endif ()
     string(TOLOWER ${CMAKE_MATCH_1} scope)
     set(MAGI2NORM_KNOB_DEFAULT_${scope}_${CMAKE_MATCH_2} ${CMAKE_MATCH_3})
+    list(APPEND MAGI2NORM_KNOBS_${scope} ${CMAKE_MATCH_2})
 endforeach ()
 
 # magi2norm_knob_value(<knob> <params> <out>): the value of knob <knob> (e.g. cpu_chunk_bytes) in
@@ -47,22 +55,122 @@ function(magi2norm_knob_value knob params out)
     set(${out} ${value} PARENT_SCOPE)
 endfunction()
 
+# magi2norm_generator_version(<out> [<files>]): what a tuning record was measured on, as far as
+# the sources go: the SHA-256 (hex) of a manifest of every file the variants are made from
+# (generators/, schedules/ and cmake/streaming_stores.py), one line "<file's SHA-256>  <path from
+# the source root>" a file, in byte order of the paths, hidden files and __pycache__ left out:
+# sha256sum's format, so `sha256sum <those files> | sha256sum` gives it too. Any change to them
+# may change what a schedule parameter does, so a record made before it is refused
+# (check_tuning_record.cmake). With <files>, also sets that variable to the files' paths.
+function(magi2norm_generator_version out)
+    get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
+    file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${root} ${root}/generators/* ${root}/schedules/*)
+    list(FILTER files EXCLUDE REGEX "(^|/)(\\.|__pycache__/)")
+    list(APPEND files cmake/streaming_stores.py)
+    list(SORT files)
+    set(manifest "")
+    foreach (f IN LISTS files)
+        file(SHA256 ${root}/${f} hash)
+        string(APPEND manifest "${hash}  ${f}\n")
+    endforeach ()
+    string(SHA256 version "${manifest}")
+    set(${out} ${version} PARENT_SCOPE)
+    if (ARGC GREATER 1)
+        list(TRANSFORM files PREPEND ${root}/)
+        set(${ARGV1} ${files} PARENT_SCOPE)
+    endif ()
+endfunction()
+
+# magi2norm_machine_cpu(<out> [<cpuinfo>]): this machine's CPU as a tuning record names it: the
+# value of the first "model name" line of /proc/cpuinfo (or of the file <cpuinfo>, for tests),
+# from its first non-blank character after the colon to the end of the line; "unknown" without one.
+function(magi2norm_machine_cpu out)
+    set(cpuinfo /proc/cpuinfo)
+    if (ARGC GREATER 1)
+        set(cpuinfo ${ARGV1})
+    endif ()
+    set(cpu unknown)
+    if (EXISTS ${cpuinfo})
+        file(STRINGS ${cpuinfo} lines REGEX "^model name[ \t]*:" LIMIT_COUNT 1)
+        if (lines MATCHES "^model name[ \t]*:[ \t]*(.*)$")
+            set(cpu "${CMAKE_MATCH_1}")
+        endif ()
+    endif ()
+    set(${out} "${cpu}" PARENT_SCOPE)
+endfunction()
+
+# magi2norm_machine_isa(<out> [<cpuinfo>]): the Halide target of the CPU variants' code that runs
+# on this machine, as their multi-target objects pick it at run time: the first of
+# MAGI2NORM_X86_TARGETS whose every feature the first "flags" line of /proc/cpuinfo (or of the
+# file <cpuinfo>) shows, else the last (the fallback, taken untested); "unknown" without one. Each feature's flags are those
+# Halide's runtime tests (its x86_cpu_features.cpp), which grants AVX2 and AVX-512 only with
+# AVX, F16C and RDRAND as well.
+function(magi2norm_machine_isa out)
+    set(flags_sse41 sse4_1)
+    set(flags_avx avx)
+    set(flags_f16c f16c)
+    set(flags_fma fma)
+    set(flags_avx2 avx f16c rdrand avx2)
+    set(flags_avx512 avx f16c rdrand avx512f avx512cd)
+    set(flags_avx512_skylake avx f16c rdrand avx512f avx512cd avx512vl avx512bw avx512dq)
+    set(cpuinfo /proc/cpuinfo)
+    if (ARGC GREATER 1)
+        set(cpuinfo ${ARGV1})
+    endif ()
+    set(${out} unknown PARENT_SCOPE)
+    if (NOT EXISTS ${cpuinfo})
+        return()
+    endif ()
+    file(STRINGS ${cpuinfo} line REGEX "^flags[ \t]*:" LIMIT_COUNT 1)
+    if (NOT line)
+        return()
+    endif ()
+    string(REGEX REPLACE "^flags[ \t]*:[ \t]*" "" line "${line}")
+    string(REGEX REPLACE "[ \t]+" ";" have "${line}")
+    foreach (target IN LISTS MAGI2NORM_X86_TARGETS)
+        set(isa ${target})
+        # x86-64-linux-<features>: the features follow the architecture, bits and OS.
+        string(REPLACE "-" ";" features ${target})
+        list(SUBLIST features 3 -1 features)
+        set(runs ON)
+        foreach (feature IN LISTS features)
+            if (NOT DEFINED flags_${feature})
+                message(FATAL_ERROR "magi2norm_machine_isa: no /proc/cpuinfo flags known for the Halide feature ${feature} of ${target}")
+            endif ()
+            foreach (flag IN LISTS flags_${feature})
+                if (NOT flag IN_LIST have)
+                    set(runs OFF)
+                endif ()
+            endforeach ()
+        endforeach ()
+        if (runs)
+            break()
+        endif ()
+    endforeach ()
+    set(${out} ${isa} PARENT_SCOPE)
+endfunction()
+
 # magi2norm_add_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...> [FAMILY <name>]
 #                        [FORM paired_words] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
+#                        [DTYPES <in> <out>] [CLASS <n> <dim_min> <dim_max> <bytes_min> <bytes_max>]
 #                        [PARAMS <generator params...>] [CROSS <runtime>] [PTX])
-# One variant family, described once: its variants (one per dtype pair) and their lines in the
-# runtime's table. The family is named FAMILY (default: the backend, "cuda<nn>" for CUDA), plus
-# "_paired" for the paired-word form of BF16 -> BF16 (generators/magi2_norm_generator.cpp,
-# define_paired_words) and "_streaming" for outputs written with streaming stores, aligned to
+# One variant family, described once: its variants (one per dtype pair, or the one pair DTYPES)
+# and their lines in the runtime's table. The family is named FAMILY (default: the backend,
+# "cuda<nn>" for CUDA), plus "_t<n>" for class n of a tuning record, "_paired" for the paired-word
+# form of BF16 -> BF16 (generators/magi2_norm_generator.cpp, define_paired_words; other DTYPES
+# make no variant of it) and "_streaming" for outputs written with streaming stores, aligned to
 # MAGI2NORM_STREAMING_ALIGNMENT bytes (x86 targets, at least two; _magi2norm_streaming_library).
 # COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times 10, that the variants run on.
+# A CLASS family serves the calls of its dtype pair whose D is in [dim_min, dim_max] and whose
+# input and output bytes together are in [bytes_min, bytes_max] (runtime/src/kernels.cpp,
+# find_kernel); the others serve every call of their kind (class 0, bounds the whole range).
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
 # build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
 # With CROSS, the variants are for another machine: static libraries using that runtime, listed
 # in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's library).
 # With PTX (CUDA targets), each variant also writes its PTX, listed in MAGI2NORM_PTX_FILES.
 function(magi2norm_add_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;BACKEND;FORM;STORES;COMPUTE_CAPABILITY;CROSS" "TARGETS;PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;BACKEND;FORM;STORES;COMPUTE_CAPABILITY;CROSS" "TARGETS;PARAMS;DTYPES;CLASS")
     if (NOT ARG_COMPUTE_CAPABILITY)
         set(ARG_COMPUTE_CAPABILITY 0)
     endif ()
@@ -86,10 +194,34 @@ function(magi2norm_add_variants)
         set(runtime ${ARG_CROSS})
     endif ()
     set(family ${ARG_FAMILY})
-    set(dtypes ${MAGI2NORM_DTYPES})
+    # The class and its bounds, as the table's columns: class 0 serves every call of its kind.
+    set(class "0, 0, 9223372036854775807, 0, 9223372036854775807")
+    if (ARG_CLASS)
+        list(LENGTH ARG_CLASS n)
+        if (NOT n EQUAL 5)
+            message(FATAL_ERROR "magi2norm_add_variants: CLASS is <n> <dim_min> <dim_max> <bytes_min> <bytes_max>, not ${ARG_CLASS}")
+        endif ()
+        list(GET ARG_CLASS 0 n)
+        set(family ${family}_t${n})
+        list(JOIN ARG_CLASS ", " class)
+    endif ()
+    # The dtype pairs, as in_out.
+    set(pairs "")
+    foreach (in_type IN LISTS MAGI2NORM_DTYPES)
+        foreach (out_type IN LISTS MAGI2NORM_DTYPES)
+            list(APPEND pairs ${in_type}_${out_type})
+        endforeach ()
+    endforeach ()
+    if (ARG_DTYPES)
+        list(JOIN ARG_DTYPES _ pair)
+        if (NOT pair IN_LIST pairs)
+            message(FATAL_ERROR "magi2norm_add_variants: DTYPES is one pair of ${MAGI2NORM_DTYPES}, not ${ARG_DTYPES}")
+        endif ()
+        set(pairs ${pair})
+    endif ()
     if (ARG_FORM STREQUAL "paired_words")
         set(family ${family}_paired)
-        set(dtypes bf16)
+        list(FILTER pairs INCLUDE REGEX "^bf16_bf16$")
         list(APPEND ARG_PARAMS paired_words=true)
     elseif (NOT ARG_FORM STREQUAL "elements")
         message(FATAL_ERROR "magi2norm_add_variants: FORM is elements or paired_words, not ${ARG_FORM}")
@@ -102,40 +234,41 @@ function(magi2norm_add_variants)
     set(entries "")
     set(ptx_files "")
     list(LENGTH ARG_TARGETS num_targets)
-    foreach (in_type IN LISTS dtypes)
-        foreach (out_type IN LISTS dtypes)
-            set(name "magi2_norm_${family}_${in_type}_${out_type}")
-            set(device_code_args "")
-            if (ARG_PTX)
-                set(device_code_args DEVICE_CODE ptx_file)
-            endif ()
-            set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
-            if (alignment)
-                _magi2norm_streaming_library(${name} ${alignment} TARGETS ${ARG_TARGETS} PARAMS ${params})
-                list(APPEND objects ${MAGI2NORM_STREAMING_OBJECTS})
+    foreach (pair IN LISTS pairs)
+        string(REPLACE "_" ";" pair ${pair})
+        list(GET pair 0 in_type)
+        list(GET pair 1 out_type)
+        set(name "magi2_norm_${family}_${in_type}_${out_type}")
+        set(device_code_args "")
+        if (ARG_PTX)
+            set(device_code_args DEVICE_CODE ptx_file)
+        endif ()
+        set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
+        if (alignment)
+            _magi2norm_streaming_library(${name} ${alignment} TARGETS ${ARG_TARGETS} PARAMS ${params})
+            list(APPEND objects ${MAGI2NORM_STREAMING_OBJECTS})
+        else ()
+            add_halide_library(${name} FROM magi2norm.generator
+                ${device_code_args}
+                GENERATOR magi2_norm
+                TARGETS ${ARG_TARGETS}
+                FEATURES ${MAGI2NORM_FEATURES}
+                USE_RUNTIME ${runtime}
+                PARAMS ${params})
+            if (num_targets GREATER 1)
+                foreach (t IN LISTS ARG_TARGETS)
+                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
+                endforeach ()
+                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
             else ()
-                add_halide_library(${name} FROM magi2norm.generator
-                    ${device_code_args}
-                    GENERATOR magi2_norm
-                    TARGETS ${ARG_TARGETS}
-                    FEATURES ${MAGI2NORM_FEATURES}
-                    USE_RUNTIME ${runtime}
-                    PARAMS ${params})
-                if (num_targets GREATER 1)
-                    foreach (t IN LISTS ARG_TARGETS)
-                        list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
-                    endforeach ()
-                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
-                else ()
-                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
-                endif ()
+                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
             endif ()
-            list(APPEND targets ${name})
-            if (ARG_PTX)
-                list(APPEND ptx_files ${ptx_file})
-            endif ()
-            string(APPEND entries "MAGI2NORM_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_FORM}, ${alignment}, ${in_type}, ${out_type})\n")
-        endforeach ()
+        endif ()
+        list(APPEND targets ${name})
+        if (ARG_PTX)
+            list(APPEND ptx_files ${ptx_file})
+        endif ()
+        string(APPEND entries "MAGI2NORM_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_FORM}, ${alignment}, ${in_type}, ${out_type}, ${class})\n")
     endforeach ()
     if (ARG_CROSS)
         set(MAGI2NORM_CROSS_TARGETS ${MAGI2NORM_CROSS_TARGETS} ${targets} PARENT_SCOPE)

@@ -91,6 +91,7 @@ public:
     // at least as large, so the benchmark's peers come in one library per size class.
     GeneratorParam<int> estimate_tokens{"estimate_tokens", 4096};
     GeneratorParam<int> estimate_dim{"estimate_dim", 3072};
+    GeneratorParam<int> estimate_rows{"estimate_rows", 1};  // rows a token: the Q/K norm's heads
 
     // The buffers' element type: the storage type, or uint32 words of two in the paired form.
     Type buffer_type(Storage storage) const { return paired_words ? UInt(32) : element_type(storage); }
@@ -343,18 +344,19 @@ private:
         add_requirement(aligned, "streaming-store variant: output rows and strides must be multiples of", bytes, "bytes");
     }
 
-    // Rows of `estimate_dim` (the model's pre-norm has 3072, SPEC.md) in `estimate_tokens` tokens
-    // of 3 modalities: the size the autoschedulers plan for.
+    // `estimate_tokens` tokens of `estimate_rows` rows of `estimate_dim` (the model's pre-norm:
+    // one row of 3072, SPEC.md), 3 modalities: the size the autoschedulers plan for.
     void set_estimates() {
-        const int tokens = estimate_tokens, dim = estimate_dim, modalities = 3, row = paired_words ? dim / 2 : dim;
-        x->set_estimates({{0, row}, {0, 1}, {0, 1}, {0, tokens}});
-        scale->set_estimates({{0, dim}, {0, 1}, {0, modalities}});
+        const int tokens = estimate_tokens, dim = estimate_dim, rows = estimate_rows, modalities = 3;
+        const int row = paired_words ? dim / 2 : dim;
+        x->set_estimates({{0, row}, {0, rows}, {0, 1}, {0, tokens}});
+        scale->set_estimates({{0, dim}, {0, rows}, {0, modalities}});
         token_modality->set_estimates({{0, tokens}});
         for (int m = 1; m < kMaxGroups; ++m) {
             group_starts[m - 1]->set_estimate(m < modalities ? m * tokens / modalities : tokens);
         }
         eps->set_estimate(1e-6f);
-        out->set_estimates({{0, row}, {0, 1}, {0, 1}, {0, tokens}});
+        out->set_estimates({{0, row}, {0, rows}, {0, 1}, {0, tokens}});
     }
 };
 

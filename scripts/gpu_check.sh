@@ -6,7 +6,8 @@
 #                                       # linked, into gpu_bundle/
 #   bash scripts/gpu_check.sh run       # there (carry gpu_bundle/): the contract suite on CUDA,
 #                                       # then every MAGI-2 norm at T = 16384 and 65536 against
-#                                       # PyTorch eager and torch.compile, and a table
+#                                       # PyTorch eager and torch.compile, a table, and the
+#                                       # GPU tuning batch's times (tuning/record.json)
 # `run` takes well under 8 minutes on an H200 (most of it torch.compile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,13 @@ prepare)
   cp build-gpu-unroll1/benchmarks/gpu/magi2norm_gpu_bench "$bundle/magi2norm_gpu_bench_unroll1"
   # The golden files travel with the bundle: ../shared beside the checkout does not.
   cp -r ../shared/golden "$bundle/golden"
+  # A GPU tuning batch (docs/tuning.md): the candidates' CUDA variants for the model's norms at
+  # T = 16384, made here; magi2-tune-measure times them there; back here,
+  # `build-gpu/tuning/magi2-tune --select --backend cuda --record <the returned record>` keeps
+  # each class's best.
+  build-gpu/tuning/magi2-tune --backend cuda --tokens 16384 --random 4 \
+    --record "$bundle/tuning/record.json" --cache "$bundle/tuning/cache"
+  cp build-gpu/tuning/magi2-tune-measure "$bundle/"
   echo "gpu_check: $bundle/ ready; carry it to the GPU machine and run: bash scripts/gpu_check.sh run"
   ;;
 run)
@@ -51,7 +59,10 @@ run)
     { failed=1; echo "gpu_check: the gpu_unroll=1 benchmark FAILED"; }
   timeout 300 python3 scripts/gpu_torch_peer.py --tokens 16384,65536 > "$bundle/torch.jsonl" ||
     { failed=1; echo "gpu_check: the PyTorch peer FAILED (its columns show nan)"; }
-  if [ -n "${OUT:-}" ]; then cp "$bundle"/*.jsonl "$OUT/"; fi
+  echo "== tuning batch (the GPU knobs' candidates, against a device-to-device copy)"
+  timeout 120 "$bundle/magi2-tune-measure" --record "$bundle/tuning/record.json" --cache "$bundle/tuning/cache" \
+    --backend cuda || { failed=1; echo "gpu_check: the tuning batch FAILED"; }
+  if [ -n "${OUT:-}" ]; then cp "$bundle"/*.jsonl "$bundle/tuning/record.json" "$OUT/"; fi
   python3 - "$bundle/ours.jsonl" "$bundle/torch.jsonl" "$bundle/unroll1.jsonl" <<'PY'
 import json, sys
 ours = [json.loads(l) for l in open(sys.argv[1])]

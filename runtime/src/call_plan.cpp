@@ -6,15 +6,13 @@
 
 #include "halide_calls.hpp"
 #include "kernel_args.hpp"
+#include "magi2norm_build_knobs.hpp"
 #include "opencl_context.hpp"
 #include "overlap.hpp"
 
 namespace magi2norm::detail {
 
 namespace {
-
-// The CPU variants' cpu_chunk_bytes (the build's, runtime/CMakeLists.txt), which regrouped rows fill.
-constexpr std::int64_t kCpuChunkBytes = MAGI2NORM_CPU_CHUNK_BYTES;
 
 bool aligned(const void *p, std::uintptr_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
 
@@ -214,11 +212,24 @@ void launch_through_copies(const CallPlan &p, const void *x, void *out, const st
     copy_elements(result, out, p.out.strides);
 }
 
+// What the tuning record's classes are bounded by (kernels.hpp): the norm's D and the call's
+// input and output bytes (saturated: a broadcast input may count more elements than fit).
+CallSize call_size(const CallPlan &p) {
+    const auto bytes = [](const CheckedView &v) {
+        std::int64_t b = 0;
+        return __builtin_mul_overflow(v.count, static_cast<std::int64_t>(dtype_size(v.dtype)), &b) ? INT64_MAX : b;
+    };
+    std::int64_t total = 0;
+    if (__builtin_add_overflow(bytes(p.x), bytes(p.out), &total)) total = INT64_MAX;
+    return {p.norm->config.dim, total};
+}
+
 }  // namespace
 
 void plan_variants(CallPlan &p) {
     const int capability = p.backend == Backend::cuda ? cuda_compute_capability(p.gpu_context) : 0;
-    p.elements[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, false, capability);
+    const CallSize size = call_size(p);
+    p.elements[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, false, capability, size);
     if (p.elements[0] == nullptr) {
         throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(p.backend) + " kernel for " +
                                            dtype_name(p.x.dtype) + " -> " + dtype_name(p.out.dtype));
@@ -228,10 +239,10 @@ void plan_variants(CallPlan &p) {
     for (const std::int64_t e : p.layout.extent) p.out_bytes *= e;
     const int alignment = cpu_streaming_alignment();
     const bool streaming = alignment > 0 && streaming_layout(p.layout, static_cast<std::int64_t>(dtype_size(p.out.dtype)), alignment);
-    if (streaming) p.elements[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, true, 0);
+    if (streaming) p.elements[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, true, 0, size);
     if (!paired_layout(p)) return;
-    p.paired_words[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, false, 0);
-    if (streaming) p.paired_words[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, true, 0);
+    p.paired_words[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, false, 0, size);
+    if (streaming) p.paired_words[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, true, 0, size);
 }
 
 bool policy_admits(const StreamingPolicy &policy, const CallPlan &p) {
@@ -281,7 +292,7 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     }
     // One modality: every token reads the same scale, so the rows may regroup into more tokens.
     if (config.num_modality == 1) {
-        fold_rows(p.layout, static_cast<std::int64_t>(dtype_size(p.x.dtype)), config.num_patterns > 1, kCpuChunkBytes);
+        fold_rows(p.layout, static_cast<std::int64_t>(dtype_size(p.x.dtype)), config.num_patterns > 1, knobs::cpu_chunk_bytes);
     }
 
     p.scale = norm.scale.data();

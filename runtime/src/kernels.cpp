@@ -19,16 +19,18 @@ namespace magi2norm::detail {
 
 namespace {
 
-#define MAGI2NORM_KERNEL(family, backend, cc, form, streaming_alignment, in, out)                  \
-    {Backend::backend, cc, Form::form, streaming_alignment, DType::in, DType::out,               \
-     magi2_norm_##family##_##in##_##out##_argv, "magi2_norm_" #family "_" #in "_" #out},
+#define MAGI2NORM_KERNEL(family, backend, cc, form, streaming_alignment, in, out, tuning_class, dim_min, dim_max, \
+                         bytes_min, bytes_max)                                                               \
+    {Backend::backend, cc, Form::form, streaming_alignment, DType::in, DType::out,                           \
+     magi2_norm_##family##_##in##_##out##_argv, "magi2_norm_" #family "_" #in "_" #out, tuning_class,        \
+     {dim_min, dim_max, bytes_min, bytes_max}},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_kernel_list.inc"
 };
 #undef MAGI2NORM_KERNEL
 
-// The table's entry of each (backend, dtypes, form, stores) outside CUDA, whose variants differ
-// by capability too: a call finds its variant in one step. -1 where the library has none.
+// The table's untuned entry of each (backend, dtypes, form, stores) outside CUDA, whose variants
+// differ by capability too: a call finds its variant in one step. -1 where the library has none.
 constexpr int kKeys = 3 * 3 * 3 * 2 * 2;
 constexpr int key_of(Backend backend, DType in, DType out, Form form, bool streaming) {
     return (((static_cast<int>(backend) * 3 + static_cast<int>(in)) * 3 + static_cast<int>(out)) * 2 + static_cast<int>(form)) * 2 +
@@ -40,7 +42,23 @@ constexpr std::array<int, kKeys> kIndex = [] {
     for (int i = 0; i < static_cast<int>(std::size(kKernels)); ++i) {
         const KernelEntry &k = kKernels[i];
         int &slot = index[key_of(k.backend, k.in, k.out, k.form, k.streaming_alignment > 0)];
-        if (k.backend != Backend::cuda && slot < 0) slot = i;
+        if (k.backend != Backend::cuda && k.tuning_class == 0 && slot < 0) slot = i;
+    }
+    return index;
+}();
+
+// The class entries, which a call scans before its untuned entry: none without a tuning record,
+// and then no scan at all.
+constexpr int kClassCount = [] {
+    int n = 0;
+    for (const KernelEntry &k : kKernels) n += k.tuning_class > 0 ? 1 : 0;
+    return n;
+}();
+constexpr std::array<int, kClassCount> kClassIndex = [] {
+    std::array<int, kClassCount> index{};
+    int n = 0;
+    for (int i = 0; i < static_cast<int>(std::size(kKernels)); ++i) {
+        if (kKernels[i].tuning_class > 0) index[n++] = i;
     }
     return index;
 }();
@@ -131,11 +149,23 @@ thread_local const char *t_last_variant = "";
 
 }  // namespace
 
-const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability) {
+bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size) {
+    return k.tuning_class > 0 && k.backend == backend && k.in == in && k.out == out && k.form == form &&
+           (k.streaming_alignment > 0) == streaming && k.bounds.holds(size);
+}
+
+const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
+                               CallSize size) {
     if (backend != Backend::cuda) {
+        if constexpr (kClassCount > 0) {
+            for (const int i : kClassIndex) {
+                if (serves_class(kKernels[i], backend, in, out, form, streaming, size)) return &kKernels[i];
+            }
+        }
         const int i = kIndex[key_of(backend, in, out, form, streaming)];
         return i < 0 ? nullptr : &kKernels[i];
     }
+    // CUDA variants are all untuned (the build takes CPU tuning records only).
     const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
         if (k.backend != backend || k.in != in || k.out != out || (k.streaming_alignment > 0) != streaming || k.form != form) {
@@ -155,6 +185,12 @@ int cpu_streaming_alignment() {
         return 0;
     }();
     return alignment;
+}
+
+std::vector<const KernelEntry *> class_kernels() {
+    std::vector<const KernelEntry *> kernels;
+    for (const int i : kClassIndex) kernels.push_back(&kKernels[i]);
+    return kernels;
 }
 
 std::vector<Backend> compiled_kernel_backends() {

@@ -19,6 +19,22 @@ using KernelFn = int (*)(void **args);
 // 32-bit words of two BF16 elements (define_paired_words).
 enum class Form : std::uint8_t { elements, paired_words };
 
+// What a tuning record's classes of calls are bounded by: the norm's D, and the bytes of the
+// whole call (every input element's plus every output element's).
+struct CallSize {
+    std::int64_t dim = 0;
+    std::int64_t bytes = 0;
+};
+
+// The calls a class variant serves: D in [dim_min, dim_max], bytes in [bytes_min, bytes_max].
+struct CallBounds {
+    std::int64_t dim_min = 0, dim_max = INT64_MAX;
+    std::int64_t bytes_min = 0, bytes_max = INT64_MAX;
+    constexpr bool holds(CallSize size) const {
+        return dim_min <= size.dim && size.dim <= dim_max && bytes_min <= size.bytes && size.bytes <= bytes_max;
+    }
+};
+
 struct KernelEntry {
     Backend backend;
     int compute_capability;   // CUDA: the lowest device capability (x10) the PTX runs on; else 0
@@ -27,12 +43,24 @@ struct KernelEntry {
     DType in, out;
     KernelFn fn;
     const char *name;  // the pipeline's function name, which last_variant() reports
+    // 0: the variant of its kind for every call; n: of class t<n> of the build's tuning record,
+    // for the calls of its bounds (its family's name carries "_t<n>").
+    int tuning_class = 0;
+    CallBounds bounds;
 };
 
-// The variant of (backend, dtype pair, form, stores); for CUDA the one built for the highest
-// capability the device has (the lowest built when the capability is unknown: its failure then
-// names the cause). Null when the library has none.
-const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability);
+// Whether `k` is a class variant of (backend, dtype pair, form, stores) whose bounds hold `size`.
+bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size);
+
+// The variant of (backend, dtype pair, form, stores) for a call of `size`: the first class
+// variant that serves it (serves_class), else the kind's untuned variant; for CUDA the one built
+// for the highest capability the device has (the lowest built when the capability is unknown:
+// its failure then names the cause). Null when the library has none.
+const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
+                               CallSize size);
+
+// The library's class variants, in the table's order (none in a build without a tuning record).
+std::vector<const KernelEntry *> class_kernels();
 
 // The output alignment the CPU streaming-store variants need; 0 when the library has none.
 int cpu_streaming_alignment();

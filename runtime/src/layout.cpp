@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "magi2norm_build_knobs.hpp"
+
 namespace magi2norm::detail {
 
 namespace {
@@ -56,7 +58,7 @@ void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned, std:
     fold_into_tokens(layout, kA);
     if (patterned || layout.extent[kA] != 1) return;
     const std::int64_t row_bytes = layout.extent[kD] * in_bytes;
-    if (row_bytes * layout.extent[kH] > kFoldRowsBytes && !fold_into_tokens(layout, kH) &&
+    if (row_bytes * layout.extent[kH] > knobs::fold_token_bytes && !fold_into_tokens(layout, kH) &&
         layout.extent[kH] > layout.extent[kT]) {
         // Rows whose strides do not chain (token-major [T, H, D] memory read as [H, T, D]: t
         // steps over D elements, h over H D): the longer axis becomes the tokens.
@@ -64,7 +66,7 @@ void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned, std:
         std::swap(layout.x_stride[kH], layout.x_stride[kT]);
         std::swap(layout.out_stride[kH], layout.out_stride[kT]);
     }
-    if (layout.extent[kH] != 1 || row_bytes > kShortRowBytes) return;
+    if (layout.extent[kH] != 1 || row_bytes > knobs::short_row_bytes) return;
     // One short row per token: tokens of k rows, the most that fit in a chunk and divide the rows
     // evenly, so that their sums come together.
     constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();

@@ -39,16 +39,15 @@ DType output_dtype(const NormConfig &config, DType input, std::optional<DType> o
 
 // With one modality no axis selects a modality, and with P = 1 none selects a scale row either,
 // so the rows can be walked in any grouping into tokens. fold_rows folds the middle axis `a` into
-// the token axis where one stride steps over both, and then, with P = 1:
-// - the head axis too when a token's rows pass kFoldRowsBytes of input (x [1, S, D] would be one
-//   token: one task on one thread), or, where its strides do not chain, makes the longer of the
-//   head and token axes the tokens;
-// - tokens of one row of at most kShortRowBytes become tokens of k rows, k the most that fit in
+// the token axis where one stride steps over both, and then, with P = 1 (the thresholds are the
+// runtime knobs of schedules/knobs.def, as the build sets them: magi2norm_build_knobs.hpp):
+// - the head axis too when a token's rows pass fold_token_bytes of input (x [1, S, D] would be
+//   one token: one task on one thread), or, where its strides do not chain, makes the longer of
+//   the head and token axes the tokens;
+// - tokens of one row of at most short_row_bytes become tokens of k rows, k the most that fit in
 //   `chunk_bytes` (the CPU schedule's cpu_chunk_bytes) and divide the rows evenly, so that their
 //   sums come together (schedules/cpu_schedule.cpp); longer rows gain nothing from it.
 // The kernel then gets no token ids (with one modality every token's modality is 0).
-constexpr std::int64_t kFoldRowsBytes = 64 * 1024;
-constexpr std::int64_t kShortRowBytes = 512;
 void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned, std::int64_t chunk_bytes);
 
 }  // namespace magi2norm::detail

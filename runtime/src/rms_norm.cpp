@@ -151,6 +151,11 @@ Plan RMSNorm::plan(const ConstTensorView &x, const Grouping &grouping, const Ten
     return Plan(std::move(call));
 }
 
+const detail::CallPlan &detail::call_plan_of(const Plan &plan) {
+    if (!plan.call_) throw Error(ErrorCode::config, "this plan is empty: make it with RMSNorm::plan");
+    return *plan.call_;
+}
+
 void Plan::run(const void *x, void *out) const {
     if (!call_) throw Error(ErrorCode::config, "this plan is empty: make it with RMSNorm::plan");
     if (call_->checks_ids) throw Error(ErrorCode::grouping, "this plan groups by modality ids: pass them to run");

@@ -54,7 +54,7 @@ protected:
         if (on_cpu()) halide_set_custom_do_task(previous_);
         magi2norm::set_num_threads(0);
         magi2norm::set_parallel_for(nullptr);
-        magi2norm::set_streaming_policy({});
+        magi2norm::set_streaming_policy(magi2norm::default_streaming_policy());
     }
     // The threads that ran tasks of one call with `options` (and host_loop_calls counts its host
     // loop's calls); its output equals the plain call's.

@@ -31,7 +31,7 @@ std::string param_name(const testing::TestParamInfo<FromMemoryParam> &info) {
 class FromMemory : public testing::TestWithParam<FromMemoryParam> {
 protected:
     // A test that changes the streaming policy leaves the default behind, even when it fails.
-    void TearDown() override { magi2norm::set_streaming_policy({}); }
+    void TearDown() override { magi2norm::set_streaming_policy(magi2norm::default_streaming_policy()); }
 };
 
 // Rows with a vector tail (D = 1031), the Q/K norm's heads, and 7 heads of 3072 (the sums come

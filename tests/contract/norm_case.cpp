@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "random_values.hpp"
 #include "reference/gates.hpp"
@@ -138,12 +140,27 @@ ref::HostTensor forward_off_word_boundary(const magi2norm::RMSNorm &norm, const 
     return out;
 }
 
+namespace {
+
+// A family without the class tag that a tuned build's class variants carry after the backend and
+// capability ("cpu_t1_paired" -> "cpu_paired", "cuda86_t2" -> "cuda86"): the same kind of variant.
+std::string without_class_tag(std::string family) {
+    const std::size_t tag = family.find('_');
+    if (tag == std::string::npos || family.compare(tag, 2, "_t") != 0) return family;
+    const std::size_t end = std::min(family.find('_', tag + 1), family.size());
+    if (end == tag + 2 || family.find_first_not_of("0123456789", tag + 2) < end) return family;
+    return family.erase(tag, end - tag);
+}
+
+}  // namespace
+
 testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired) {
     const std::string name = magi2norm::last_variant();
     const std::string prefix = "magi2_norm_", suffix = std::string("_") + magi2norm::dtype_name(in) + "_" + magi2norm::dtype_name(out);
     const bool framed = name.size() > prefix.size() + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
                         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    const std::string family = framed ? name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()) : "";
+    const std::string family =
+        framed ? without_class_tag(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size())) : "";
     const std::string own = magi2norm::backend_name(backend);
     const bool cuda_cc = backend == magi2norm::Backend::cuda && family.size() > own.size() && family.compare(0, own.size(), own) == 0 &&
                          family.find_first_not_of("0123456789", own.size()) == std::string::npos;

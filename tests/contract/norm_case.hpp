@@ -58,7 +58,8 @@ ref::HostTensor run_reference(const NormCase &c);
 
 // Whether magi2norm::last_variant() names a variant of `backend` for (in, out): the backend's own
 // ("cpu", "opencl", "cuda" or "cuda<cc>"); on the CPU the paired-word form ("cpu_paired") when
-// `paired`, with streaming stores ("cpu_streaming", "cpu_paired_streaming") when `streaming`.
+// `paired`, with streaming stores ("cpu_streaming", "cpu_paired_streaming") when `streaming`;
+// a tuning class's variant of that kind too ("cpu_t1_paired": a tuned build).
 testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired = false);
 
 // A BF16 -> BF16 call of `norm` on the dense values of `x` (shape x.shape()) with x and the

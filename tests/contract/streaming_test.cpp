@@ -29,7 +29,7 @@ constexpr bool kStreamingVariants = MAGI2NORM_STREAMING_ALIGNMENT > 0;
 
 class Streaming : public testing::Test {
 protected:
-    void TearDown() override { magi2norm::set_streaming_policy({}); }
+    void TearDown() override { magi2norm::set_streaming_policy(magi2norm::default_streaming_policy()); }
 };
 
 TEST_F(Streaming, SameBytesAsOrdinaryStores) {

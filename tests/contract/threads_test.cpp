@@ -26,7 +26,7 @@ protected:
     // Back to the defaults for the tests that follow in this process.
     void TearDown() override {
         magi2norm::set_num_threads(0);
-        magi2norm::set_streaming_policy({});
+        magi2norm::set_streaming_policy(magi2norm::default_streaming_policy());
     }
 };
 
@@ -85,7 +85,7 @@ TEST_F(Threads, ConcurrentCallsFromHostThreadsMatchCallsMadeAlone) {
     jobs.push_back({random_input(DType::f32, {257, D}, rng), DType::f16, GroupingSpec::by_sizes({100, 57, 100}), {}});
     jobs.push_back({random_input(DType::bf16, {2053, D}, rng), DType::f32, GroupingSpec::by_ids(random_ids(2053, M, rng), M), {}});
 
-    for (const magi2norm::StreamingPolicy policy : {magi2norm::StreamingPolicy{}, magi2norm::StreamingPolicy{1, 0, 0}}) {
+    for (const magi2norm::StreamingPolicy policy : {magi2norm::default_streaming_policy(), magi2norm::StreamingPolicy{1, 0, 0}}) {
         SCOPED_TRACE(policy.min_output_bytes == 1 ? "streaming every output" : "default streaming policy");
         magi2norm::set_streaming_policy(policy);
         for (Job &job : jobs) {

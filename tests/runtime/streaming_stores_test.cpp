@@ -51,14 +51,14 @@ protected:
     void SetUp() override {
         if (kAlignment == 0) GTEST_SKIP() << "built with MAGI2NORM_STREAMING_STORES=OFF: no streaming-store variants";
     }
-    void TearDown() override { magi2norm::set_streaming_policy({}); }
+    void TearDown() override { magi2norm::set_streaming_policy(magi2norm::default_streaming_policy()); }
 };
 
 TEST(StreamingStoresWithoutVariants, NeverWhenTheBuildHasNone) {
     if (kAlignment != 0) GTEST_SKIP() << "built with streaming-store variants";
     magi2norm::set_streaming_policy({1, 0, 0});
     EXPECT_FALSE(takes_streaming_stores(pre_norm()));
-    magi2norm::set_streaming_policy({});
+    magi2norm::set_streaming_policy(magi2norm::default_streaming_policy());
 }
 
 TEST_F(StreamingStores, AlignedModelOutputsFromMemory) {

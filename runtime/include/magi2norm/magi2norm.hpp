@@ -211,6 +211,8 @@ private:
 // be stored aligned take them: the first element aligned to 32 bytes (CMake option
 // MAGI2NORM_STREAMING_ALIGNMENT; PyTorch's CPU allocator aligns to 64), rows dense and a multiple
 // of 32 bytes long, the other strides multiples of 32 bytes. Other outputs get ordinary stores.
+// StreamingPolicy{} is the untuned default; a build tuned for a machine may start from another
+// (default_streaming_policy).
 struct StreamingPolicy {
     std::int64_t min_output_bytes = 4 << 20;  // smaller outputs stay in cache for their consumer; 0 = never
     int min_element_bytes = 2;                // output dtypes narrower than this take ordinary stores
@@ -220,6 +222,9 @@ struct StreamingPolicy {
 // afterwards.
 void set_streaming_policy(const StreamingPolicy &policy);
 StreamingPolicy streaming_policy();
+// The policy a process starts with: this build's (min_output_bytes from its tuning record, else
+// StreamingPolicy{}), which set_streaming_policy(default_streaming_policy()) restores.
+StreamingPolicy default_streaming_policy();
 
 // Threads used by CPU calls on the library's pool (at most 256); n <= 0 restores the default,
 // which is every core (or HL_NUM_THREADS when set). Takes effect for calls that start afterwards.
@@ -263,9 +268,12 @@ struct NormConfig {
     std::optional<DType> out_dtype;     // unset: same as the input
 };
 
+class Plan;
 namespace detail {
 struct NormState;
 struct CallPlan;
+// The plan inside a Plan, for the library's own tools (the tuner runs its candidates on it).
+const CallPlan &call_plan_of(const Plan &plan);
 }  // namespace detail
 
 // One call's geometry, validated once: shapes, strides, dtypes, grouping, backend and stream,
@@ -283,6 +291,7 @@ public:
 
 private:
     friend class RMSNorm;
+    friend const detail::CallPlan &detail::call_plan_of(const Plan &plan);
     explicit Plan(std::shared_ptr<const detail::CallPlan> call) : call_(std::move(call)) {}
     std::shared_ptr<const detail::CallPlan> call_;
 };

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Runs magi2-tune twice on one small class and checks the record it writes: every schedule is
+either measured (with the library's times beside its own) or rejected with a reason; Halide's
+three autoschedulers are among them; a schedule whose generator parameters change the results
+(the test adds sum_steps=64 through MAGI2NORM_TUNE_TEST_PARAMS) is rejected for its bits; and the
+second run, resumed from the record, measures no schedule again.
+
+  check_tuning_run.py MAGI2_TUNE WORK_DIR [--backend cpu|opencl]
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+def run(tune, work, backend, budget, extra_env=None, norm="final_norm"):
+    env = dict(os.environ, **(extra_env or {}))
+    args = [tune, "--budget", str(budget), "--tokens", "16", "--norms", norm, "--rounds", "3",
+            "--record", os.path.join(work, "record.json"), "--cache", os.path.join(work, "cache"), "--backend", backend]
+    if backend != "cpu":
+        args += ["--random", "1"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    print(done.stdout[-3000:])
+    if done.returncode != 0:
+        print(done.stderr[-3000:])
+        sys.exit(f"magi2-tune exited with {done.returncode}")
+    return json.load(open(os.path.join(work, "record.json")))
+
+
+def main():
+    tune, work = sys.argv[1], sys.argv[2]
+    backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
+    os.makedirs(work, exist_ok=True)
+    for name in ("record.json",):
+        if os.path.exists(os.path.join(work, name)):
+            os.remove(os.path.join(work, name))
+    record = run(tune, work, backend, 20)
+    candidates = record["candidates"]
+    assert candidates, "no schedule measured"
+    for c in candidates:
+        assert c["status"] == "ok" or c["status"].startswith("rejected: "), c["status"]
+        if c["status"] == "ok":
+            for case, t in c["cases"].items():
+                assert t["library_s"] > 0 and t["schedule_s"] > 0 and t["rounds"] == 3, (case, t)
+    assert record["classes"] and all(k["name"] for k in record["classes"])
+    if backend == "cpu":
+        kinds = {c["schedule"]["kind"] for c in candidates}
+        assert {"adams2019", "li2018", "mullapudi2016"} <= kinds, kinds
+        assert record["runtime"]["streaming_min_output_bytes"] > 0
+    seen = len(candidates)
+    again = run(tune, work, backend, 3)
+    keys = [(c["class"], json.dumps(c["schedule"], sort_keys=True)) for c in again["candidates"]]
+    assert len(keys) == len(set(keys)), "a resumed run measured a schedule again"
+    assert len(again["candidates"]) >= seen
+    if backend == "cpu":
+        # Results that change: every schedule of the third run differs from the library's bits.
+        # Rows of 128 (the Q/K norm's): on long rows the FP64 sum of FP32 partials often rounds
+        # to the same FP32 value for any grouping of the squares.
+        os.remove(os.path.join(work, "record.json"))
+        bad = run(tune, work, backend, 8, {"MAGI2NORM_TUNE_TEST_PARAMS": "sum_steps=64"}, "qk_norm")
+        knob_runs = [c for c in bad["candidates"] if c["schedule"]["kind"] == "knobs"]
+        statuses = [c["status"] for c in knob_runs]
+        assert knob_runs and all(st.startswith("rejected: ") for st in statuses), statuses
+        assert any("differs from the library" in st for st in statuses), statuses
+        assert not any(k["significant"] for k in bad["classes"])
+    print("tuning run: record checked")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+// The tuner's parts that decide what a build ships: its search space is knobs.def's and nothing
+// else, its classes' bounds tile the calls, and a record comes back from its file as it went in.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "cases.hpp"
+#include "knob_space.hpp"
+#include "knobs.h"
+#include "record.hpp"
+
+namespace {
+
+using namespace magi2norm::tuning;
+
+TEST(KnobSpace, EveryDefaultIsALegalValue) {
+    for (const Knob &k : knobs()) {
+        EXPECT_NE(std::find(k.values.begin(), k.values.end(), k.default_value), k.values.end()) << k.name;
+        EXPECT_TRUE(std::is_sorted(k.values.begin(), k.values.end())) << k.name << ": values in order, for the descent";
+    }
+}
+
+TEST(KnobSpace, TheSchedulesReadTheSameDefaults) {
+    const magi2norm::schedules::CpuKnobs cpu;
+    const magi2norm::schedules::GpuKnobs gpu;
+    EXPECT_EQ(knob("cpu_task_bytes").default_value, cpu.task_bytes);
+    EXPECT_EQ(knob("cpu_chunk_bytes").default_value, cpu.chunk_bytes);
+    EXPECT_EQ(knob("cpu_memory_task_bytes").default_value, cpu.memory_task_bytes);
+    EXPECT_EQ(knob("gpu_threads").default_value, gpu.threads);
+    EXPECT_EQ(knob("gpu_unroll").default_value, gpu.unroll);
+    EXPECT_EQ(describe(default_config(Scope::cpu)), "");
+    Config c = default_config(Scope::cpu);
+    c["cpu_task_bytes"] = 131072;
+    EXPECT_EQ(describe(c), "cpu_task_bytes=131072");
+    EXPECT_NE(config_key(c), config_key(default_config(Scope::cpu)));
+}
+
+TEST(Classes, BoundsHoldTheirCallsAndTileTheAxes) {
+    for (const std::int64_t dim : {1, 128, 256, 257, 3072, 12288, 100000}) {
+        for (const std::int64_t bytes : {std::int64_t{1}, std::int64_t{262143}, std::int64_t{262144}, std::int64_t{50000000},
+                                          std::numeric_limits<std::int64_t>::max()}) {
+            const ShapeClass k = class_of(magi2norm::DType::bf16, magi2norm::DType::f32, dim, bytes);
+            EXPECT_LE(k.dim_min, dim);
+            EXPECT_GE(k.dim_max, dim);
+            EXPECT_LE(k.bytes_min, bytes);
+            EXPECT_GE(k.bytes_max, bytes);
+            if (k.dim_min > 0) EXPECT_EQ(class_of(k.in, k.out, k.dim_min - 1, bytes).dim_max, k.dim_min - 1);
+            if (k.bytes_min > 0) EXPECT_EQ(class_of(k.in, k.out, dim, k.bytes_min - 1).bytes_max, k.bytes_min - 1);
+        }
+    }
+    EXPECT_TRUE(class_of(magi2norm::DType::f32, magi2norm::DType::f32, 12288, std::int64_t{1} << 30).from_memory);
+    EXPECT_FALSE(class_of(magi2norm::DType::f32, magi2norm::DType::f32, 12288, 1 << 20).from_memory);
+}
+
+TEST(Classes, TheModelsNormsAtTheirSizes) {
+    const auto cases = model_cases({16, 4096});
+    EXPECT_EQ(cases.size(), 18u);  // 4 norms with M = 1 and 3, the final norm with M = 1, at 2 sizes
+    EXPECT_EQ(cases.front().id, "pre_norm/bf16_bf16/M1/T16");
+    EXPECT_EQ(cases.front().bytes(), 16 * 3072 * 4);
+}
+
+TEST(Record, ComesBackAsItWentIn) {
+    Record r;
+    r.generator_version = "abc";
+    r.machine.cpu = "a cpu";
+    r.machine.isa = "x86-64-linux-sse41";
+    r.machine.l3 = 1 << 25;
+    r.runtime["streaming_min_output_bytes"] = 8 << 20;
+    r.cases = model_cases({16});
+    Measured m;
+    m.id = "bf16_bf16/d4096/b256K#0";
+    m.class_name = "bf16_bf16/d4096/b256K";
+    m.strategy = "coordinate";
+    m.schedule.config = default_config(Scope::cpu);
+    m.schedule.config["cpu_chunk_bytes"] = 32768;
+    m.cases["pre_norm/bf16_bf16/M1/T16"] = CaseTimes{2e-6, 1.5e-6, 0.02, 30, 7};
+    r.measured.push_back(m);
+    ClassResult c;
+    c.klass = class_of(r.cases.front());
+    c.best = m.id;
+    c.params["cpu_chunk_bytes"] = 32768;
+    c.significant = true;
+    r.classes.push_back(c);
+    const std::string path = testing::TempDir() + "/record.json";
+    save(r, path);
+    const auto back = load(path);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->machine.isa, r.machine.isa);
+    EXPECT_EQ(back->runtime, r.runtime);
+    EXPECT_EQ(back->cases.size(), r.cases.size());
+    ASSERT_EQ(back->measured.size(), 1u);
+    EXPECT_NE(back->find(m.class_name, m.schedule), nullptr);
+    EXPECT_DOUBLE_EQ(back->measured[0].score(), 0.75);
+    ASSERT_EQ(back->classes.size(), 1u);
+    EXPECT_EQ(back->classes[0].params, c.params);
+    EXPECT_EQ(back->classes[0].klass.bytes_max, c.klass.bytes_max);
+    std::remove(path.c_str());
+}
+
+}  // namespace

@@ -1,0 +1,41 @@
+# magi2norm_machine_cpu and magi2norm_machine_isa (cmake/Magi2normVariants.cmake) on made-up
+# /proc/cpuinfo files: the isa is the first of MAGI2NORM_X86_TARGETS whose every Halide feature
+# has its flags, else the last. Run as cmake -DWORK_DIR=<dir> -P machine_isa_test.cmake.
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/Magi2normVariants.cmake)
+
+list(GET MAGI2NORM_X86_TARGETS 0 avx512)
+list(GET MAGI2NORM_X86_TARGETS 1 avx2)
+list(GET MAGI2NORM_X86_TARGETS -1 sse41)
+set(base "fpu sse sse2 ssse3 sse4_1 sse4_2 popcnt")
+set(haswell "${base} fma avx f16c rdrand avx2")
+set(skylake "${haswell} avx512f avx512dq avx512cd avx512bw avx512vl")
+
+function(expect_isa what flags expected)
+    file(WRITE ${WORK_DIR}/cpuinfo "processor\t: 0\nmodel name\t: Made-up CPU @ 2.00GHz\nflags\t\t: ${flags}\n\nprocessor\t: 1\n")
+    magi2norm_machine_isa(isa ${WORK_DIR}/cpuinfo)
+    if (NOT isa STREQUAL expected)
+        message(SEND_ERROR "${what}: expected ${expected}, got ${isa}")
+    endif ()
+endfunction()
+
+expect_isa("AVX-512 (Skylake set)" "${skylake}" ${avx512})
+expect_isa("AVX2" "${haswell}" ${avx2})
+expect_isa("AVX-512F and CD only" "${haswell} avx512f avx512cd" ${avx2})
+expect_isa("AVX-512 without RDRAND" "${base} fma avx f16c avx2 avx512f avx512dq avx512cd avx512bw avx512vl" ${sse41})
+expect_isa("AVX2 without F16C" "${base} fma avx rdrand avx2" ${sse41})
+expect_isa("SSE4.1" "${base}" ${sse41})
+expect_isa("no SSE4.1 (the last target is taken untested)" "fpu sse sse2" ${sse41})
+
+file(WRITE ${WORK_DIR}/cpuinfo "processor\t: 0\nmodel name\t: Made-up CPU @ 2.00GHz\n")
+magi2norm_machine_isa(isa ${WORK_DIR}/cpuinfo)
+if (NOT isa STREQUAL "unknown")
+    message(SEND_ERROR "no flags line: expected unknown, got ${isa}")
+endif ()
+magi2norm_machine_cpu(cpu ${WORK_DIR}/cpuinfo)
+if (NOT cpu STREQUAL "Made-up CPU @ 2.00GHz")
+    message(SEND_ERROR "model name: expected \"Made-up CPU @ 2.00GHz\", got \"${cpu}\"")
+endif ()
+magi2norm_machine_cpu(cpu ${WORK_DIR}/no-such-file)
+if (NOT cpu STREQUAL "unknown")
+    message(SEND_ERROR "no cpuinfo: expected unknown, got ${cpu}")
+endif ()

@@ -1,0 +1,78 @@
+// Timing one tuning case: its norm planned once, its buffers (rotating past the last-level
+// cache for the from-memory classes, one warm pair for the in-cache ones), and kernels timed in
+// interleaved rounds with the copy of the same bytes, so that a shared machine's changing load
+// moves every side of a ratio alike.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "aligned_buffer.hpp"
+#include "cases.hpp"
+#include "copy_ceilings.hpp"
+#include "kernels.hpp"
+#include "machine.hpp"
+#include "magi2norm/magi2norm.hpp"
+
+namespace magi2norm::tuning {
+
+class CaseBench {
+public:
+    CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const Machine &machine, Backend backend);
+    CaseBench(const CaseBench &) = delete;
+    CaseBench &operator=(const CaseBench &) = delete;
+
+    // The variant the library runs for this call (its form and store kind are a candidate's too).
+    const detail::KernelEntry &library_kernel() const { return *library_; }
+
+    struct Times {
+        std::vector<std::vector<double>> kernels;  // seconds per call, one entry a round, per kernel
+        std::vector<double> copy;                  // copy GB/s, one a round (empty without the copy)
+    };
+    // `rounds` rounds after one untimed; each round times every kernel once, in an order that
+    // turns from round to round, and then, with `with_copy`, an ordinary-store copy of as many
+    // bytes as the call moves. A null kernel is the library's own.
+    Times measure(const std::vector<const detail::KernelEntry *> &kernels, int rounds, bool with_copy);
+
+    // Whether each timed call is followed by a read of its output (the streaming-store threshold
+    // is a trade between the norm's writes and its consumer's reads).
+    void read_output_after_calls(bool on) { read_output_ = on; }
+
+    // The plan's variant of the form the library picks here, with ordinary (0) or streaming (1)
+    // stores; null where the call cannot take it.
+    const detail::KernelEntry *library_kernel(int stores) const;
+
+    // The output of one call of `kernel` on the first buffers, for comparing bits.
+    std::vector<unsigned char> output(const detail::KernelEntry *kernel);
+
+    std::int64_t bytes() const { return bytes_; }
+
+private:
+    void run(const detail::KernelEntry *kernel, std::size_t pair);
+    double copy_gbps();
+    double sample(const detail::KernelEntry *kernel);
+
+    const TuneCase &case_;
+    RMSNorm norm_;
+    std::vector<std::int64_t> group_sizes_;
+    Plan plan_;
+    const detail::KernelEntry *library_ = nullptr;
+    std::int64_t bytes_ = 0;
+    std::size_t in_bytes_ = 0, out_bytes_ = 0;
+    std::vector<tools::AlignedBuffer> inputs_, outputs_;
+    // CUDA: device copies of every pair, which the calls use in place (host views would time
+    // the copies through the bus); empty elsewhere (OpenCL calls stage host views).
+    struct DeviceBuffers;
+    std::shared_ptr<DeviceBuffers> device_;
+    const void *in_data(std::size_t pair) const;
+    void *out_data(std::size_t pair) const;
+    std::size_t next_pair_ = 0;
+    int calls_per_sample_ = 1;
+    tools::CopyMeter meter_;
+    tools::CopyRun copy_;
+    bool read_output_ = false;
+    std::uint64_t sink_ = 0;
+};
+
+}  // namespace magi2norm::tuning

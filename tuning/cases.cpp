@@ -1,0 +1,93 @@
+#include "cases.hpp"
+
+#include <limits>
+
+namespace magi2norm::tuning {
+
+namespace {
+
+constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t KiB = 1024, MiB = 1024 * 1024;
+
+// Upper bounds (inclusive) of the buckets, and their labels.
+struct Bucket {
+    std::int64_t max;
+    const char *label;
+};
+constexpr Bucket kDims[] = {{256, "d256"}, {1024, "d1024"}, {4096, "d4096"}, {16384, "d16384"}, {kMax, "dmax"}};
+constexpr Bucket kBytes[] = {{256 * KiB - 1, "b256K"}, {4 * MiB - 1, "b4M"}, {32 * MiB - 1, "b32M"},
+                             {256 * MiB - 1, "b256M"}, {kMax, "bmax"}};
+constexpr std::int64_t kFromMemoryBytes = 32 * MiB;
+
+template <std::size_t N>
+const Bucket &bucket(const Bucket (&buckets)[N], std::int64_t value, std::int64_t &min) {
+    min = 0;
+    for (const Bucket &b : buckets) {
+        if (value <= b.max) return b;
+        min = b.max + 1;
+    }
+    return buckets[N - 1];
+}
+
+}  // namespace
+
+std::int64_t TuneCase::rows_per_token() const {
+    std::int64_t rows = 1;
+    for (std::size_t i = 1; i + 1 < shape.size(); ++i) rows *= shape[i];
+    return rows;
+}
+
+std::int64_t TuneCase::bytes() const {
+    std::int64_t n = 1;
+    for (const std::int64_t e : shape) n *= e;
+    return n * static_cast<std::int64_t>(dtype_size(in) + dtype_size(out));
+}
+
+std::vector<TuneCase> model_cases(const std::vector<std::int64_t> &tokens) {
+    struct Norm {
+        const char *name;
+        DType in, out;
+        std::vector<std::int64_t> row;  // the shape after the token axis
+    };
+    const Norm norms[] = {{"pre_norm", DType::bf16, DType::bf16, {3072}},
+                          {"qk_norm", DType::bf16, DType::f32, {24, 128}},
+                          {"mhc_norm", DType::bf16, DType::f32, {12288}},
+                          {"mhc_norm", DType::bf16, DType::bf16, {12288}},
+                          {"final_norm", DType::f32, DType::f32, {12288}}};
+    std::vector<TuneCase> cases;
+    for (const Norm &n : norms) {
+        for (const std::int64_t m : {1, 3}) {
+            if (std::string(n.name) == "final_norm" && m > 1) continue;  // M = 1 only (SPEC.md)
+            for (const std::int64_t t : tokens) {
+                TuneCase c;
+                c.norm = n.name;
+                c.in = n.in;
+                c.out = n.out;
+                c.shape = {t};
+                c.shape.insert(c.shape.end(), n.row.begin(), n.row.end());
+                c.num_modality = m;
+                c.id = std::string(n.name) + "/" + dtype_name(n.in) + "_" + dtype_name(n.out) + "/M" + std::to_string(m) + "/T" +
+                       std::to_string(t);
+                cases.push_back(c);
+            }
+        }
+    }
+    return cases;
+}
+
+ShapeClass class_of(DType in, DType out, std::int64_t dim, std::int64_t bytes) {
+    ShapeClass c;
+    c.in = in;
+    c.out = out;
+    const Bucket &d = bucket(kDims, dim, c.dim_min);
+    const Bucket &b = bucket(kBytes, bytes, c.bytes_min);
+    c.dim_max = d.max;
+    c.bytes_max = b.max;
+    c.from_memory = c.bytes_min >= kFromMemoryBytes;
+    c.name = std::string(dtype_name(in)) + "_" + dtype_name(out) + "/" + d.label + "/" + b.label;
+    return c;
+}
+
+ShapeClass class_of(const TuneCase &c) { return class_of(c.in, c.out, c.dim(), c.bytes()); }
+
+}  // namespace magi2norm::tuning

@@ -1,0 +1,148 @@
+// magi2-tune: finds this machine's best schedule knobs per shape class, and writes the record
+// a build ships (-DMAGI2NORM_TUNING=<record>).
+//
+//   magi2-tune [--budget SECONDS] [--seed N] [--record FILE] [--cache DIR] [--tokens 16,256,...]
+//              [--norms pre_norm,qk_norm,...] [--strategy coordinate|adams2019-sampling]
+//              [--rounds N] [--backend cpu|opencl|cuda] [--capability NN] [--random N] [--jobs N]
+//              [--select] [--report DIR]
+//
+// GPU backends take the batch path (tuning/batch.hpp): with opencl every step runs here; with
+// cuda this makes the candidates (for --capability, default 86), magi2-tune-measure times them
+// on the GPU machine, and `magi2-tune --select --record FILE` keeps each class's best.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "batch.hpp"
+#include "compile.hpp"
+#include "machine.hpp"
+#include "record.hpp"
+#include "search.hpp"
+
+namespace {
+
+using namespace magi2norm::tuning;
+
+std::vector<std::int64_t> numbers(const std::string &list) {
+    std::vector<std::int64_t> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+    return out;
+}
+
+std::vector<std::string> words(const std::string &list) {
+    std::vector<std::string> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+    return out;
+}
+
+[[noreturn]] void usage(const std::string &why) {
+    std::fprintf(stderr, "magi2-tune: %s\nsee the comment at the top of tuning/main.cpp, or docs/tuning.md\n", why.c_str());
+    std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    SearchOptions options;
+    std::string record_path = "tuning.json", cache = "tuning-cache", report;
+    std::vector<std::int64_t> tokens = {16, 256, 4096, 32768};
+    std::vector<std::string> norms;
+    int jobs = 0, capability = 86, random_per_class = 8;
+    bool select = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--budget") options.budget_seconds = std::stod(value());
+        else if (a == "--seed") options.seed = std::stoull(value());
+        else if (a == "--record") record_path = value();
+        else if (a == "--cache") cache = value();
+        else if (a == "--tokens") tokens = numbers(value());
+        else if (a == "--norms") norms = words(value());
+        else if (a == "--strategy") options.strategy = value();
+        else if (a == "--rounds") options.rounds = std::stoi(value());
+        else if (a == "--jobs") jobs = std::stoi(value());
+        else if (a == "--report") report = value();
+        else if (a == "--capability") capability = std::stoi(value());
+        else if (a == "--random") random_per_class = std::stoi(value());
+        else if (a == "--select") select = true;
+        else if (a == "--backend") {
+            const std::string b = value();
+            if (b == "cpu") options.backend = magi2norm::Backend::cpu;
+            else if (b == "opencl") options.backend = magi2norm::Backend::opencl;
+            else if (b == "cuda") options.backend = magi2norm::Backend::cuda;
+            else usage("--backend is cpu, opencl or cuda");
+        } else usage("unknown argument " + a);
+    }
+    if (options.strategy != "coordinate" && options.strategy != "adams2019-sampling") usage("unknown --strategy " + options.strategy);
+    options.record_path = record_path;
+
+    const Machine machine = this_machine();
+    if (select) {
+        auto found = load(record_path);
+        if (!found) usage("no record at " + record_path);
+        select_classes(*found);
+        save(*found, record_path);
+        std::printf("record: %s (%zu classes)\n", record_path.c_str(), found->classes.size());
+        return 0;
+    }
+    Record record;
+    if (auto found = load(record_path)) {
+        record = *found;
+        if (record.generator_version != MAGI2NORM_GENERATOR_VERSION || record.machine.cpu != machine.cpu ||
+            record.machine.isa != machine.isa || record.backend != magi2norm::backend_name(options.backend)) {
+            std::fprintf(stderr, "magi2-tune: %s was made for another machine, generator or backend (%s, %s, %s); name a new --record\n",
+                         record_path.c_str(), record.machine.cpu.c_str(), record.machine.isa.c_str(), record.backend.c_str());
+            return 1;
+        }
+        std::printf("resuming %s: %zu schedules measured\n", record_path.c_str(), record.measured.size());
+    } else {
+        record.generator_version = MAGI2NORM_GENERATOR_VERSION;
+        record.backend = magi2norm::backend_name(options.backend);
+        record.machine = machine;
+        record.seed = options.seed;
+        for (const Knob &k : knobs()) {
+            if (k.scope == Scope::runtime) record.runtime[k.name] = k.default_value;
+        }
+    }
+    record.budget_seconds = options.budget_seconds;
+    for (const TuneCase &c : model_cases(tokens)) {
+        if (!norms.empty() && std::find(norms.begin(), norms.end(), c.norm) == norms.end()) continue;
+        bool known = false;
+        for (const TuneCase &k : record.cases) known = known || k.id == c.id;
+        if (!known) record.cases.push_back(c);
+    }
+    std::printf("magi2-tune: %zu cases, budget %.0f s, %s on %s (%s, %d cores, L3 %lld MiB), strategy %s, seed %llu\n",
+                record.cases.size(), options.budget_seconds, record.backend.c_str(), machine.cpu.c_str(), machine.isa.c_str(),
+                machine.cores, static_cast<long long>(machine.l3 >> 20), options.strategy.c_str(),
+                static_cast<unsigned long long>(options.seed));
+    Compiler compiler(cache, jobs > 0 ? jobs : machine.cores);
+    if (options.backend == magi2norm::Backend::cpu) {
+        Search(options, compiler, record).run();
+    } else {
+        record.machine.compute_capability = options.backend == magi2norm::Backend::cuda ? capability : 0;
+        prepare_batch(record, compiler, options.backend, random_per_class);
+        if (options.backend == magi2norm::Backend::cuda) {
+            save(record, record_path);
+            std::printf("made the candidates; on the GPU machine: magi2-tune-measure --record %s --cache %s --backend cuda\n"
+                        "then here: magi2-tune --select --record %s\n", record_path.c_str(), cache.c_str(), record_path.c_str());
+            return 0;
+        }
+        measure_pending(record, compiler, options.backend, options.rounds);
+        select_classes(record);
+    }
+    save(record, record_path);
+    std::printf("record: %s\n", record_path.c_str());
+    if (!report.empty()) {
+        const std::string cmd = std::string(MAGI2NORM_PYTHON) + " " + MAGI2NORM_TUNE_REPORT_PY + " '" + record_path + "' --out '" + report + "'";
+        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "magi2-tune: the report failed (%s)\n", cmd.c_str());
+    }
+    return 0;
+}

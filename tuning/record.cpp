@@ -1,0 +1,221 @@
+#include "record.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace magi2norm::tuning {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *kFormat = "magi2norm-tuning/1";
+
+DType dtype_of(const std::string &name) {
+    const auto d = parse_dtype(name);
+    if (!d) throw std::runtime_error("tuning record: unknown dtype " + name);
+    return *d;
+}
+
+json to_json(const Schedule &s) {
+    json j{{"kind", s.kind}};
+    json params = json::object();
+    for (const auto &[name, value] : s.config) {
+        if (value != knob(name).default_value) params[name] = value;
+    }
+    j["params"] = params;
+    if (s.autoscheduled()) {
+        j["estimates"] = {s.estimate_tokens, s.estimate_rows, s.estimate_dim};
+        j["dropout_seed"] = s.dropout_seed;
+    }
+    return j;
+}
+
+Schedule schedule_of(const json &j, Scope scope) {
+    Schedule s;
+    s.kind = j.at("kind").get<std::string>();
+    s.config = default_config(scope);
+    for (const auto &[name, value] : j.at("params").items()) s.config[name] = value.get<std::int64_t>();
+    if (s.autoscheduled()) {
+        const auto &e = j.at("estimates");
+        s.estimate_tokens = e.at(0).get<std::int64_t>();
+        s.estimate_rows = e.at(1).get<std::int64_t>();
+        s.estimate_dim = e.at(2).get<std::int64_t>();
+        s.dropout_seed = j.at("dropout_seed").get<int>();
+    }
+    return s;
+}
+
+bool same(const Schedule &a, const Schedule &b) {
+    return a.kind == b.kind && describe(a.config) == describe(b.config) && a.estimate_tokens == b.estimate_tokens &&
+           a.estimate_rows == b.estimate_rows && a.estimate_dim == b.estimate_dim && a.dropout_seed == b.dropout_seed;
+}
+
+json to_json(const ShapeClass &c) {
+    return {{"name", c.name},       {"in", dtype_name(c.in)},       {"out", dtype_name(c.out)},
+            {"dim_min", c.dim_min}, {"dim_max", c.dim_max},         {"bytes_min", c.bytes_min},
+            {"bytes_max", c.bytes_max}, {"from_memory", c.from_memory}};
+}
+
+ShapeClass class_of_json(const json &j) {
+    ShapeClass c;
+    c.name = j.at("name").get<std::string>();
+    c.in = dtype_of(j.at("in").get<std::string>());
+    c.out = dtype_of(j.at("out").get<std::string>());
+    c.dim_min = j.at("dim_min").get<std::int64_t>();
+    c.dim_max = j.at("dim_max").get<std::int64_t>();
+    c.bytes_min = j.at("bytes_min").get<std::int64_t>();
+    c.bytes_max = j.at("bytes_max").get<std::int64_t>();
+    c.from_memory = j.at("from_memory").get<bool>();
+    return c;
+}
+
+Scope scope_of(const std::string &backend) { return backend == "cpu" ? Scope::cpu : Scope::gpu; }
+
+}  // namespace
+
+double Measured::score() const {
+    if (cases.empty()) return 1;
+    double log_sum = 0;
+    for (const auto &[id, t] : cases) log_sum += std::log(t.ratio());
+    return std::exp(log_sum / static_cast<double>(cases.size()));
+}
+
+double Measured::noise() const {
+    double n = 0;
+    for (const auto &[id, t] : cases) n = std::max(n, t.noise);
+    return n;
+}
+
+const Measured *Record::find(const std::string &class_name, const Schedule &schedule) const {
+    for (const Measured &m : measured) {
+        if (m.class_name == class_name && same(m.schedule, schedule)) return &m;
+    }
+    return nullptr;
+}
+
+void save(const Record &r, const std::string &path) {
+    json j;
+    j["format"] = kFormat;
+    j["generator_version"] = r.generator_version;
+    j["backend"] = r.backend;
+    j["machine"] = {{"cpu", r.machine.cpu},
+                    {"isa", r.machine.isa},
+                    {"cores", r.machine.cores},
+                    {"caches", {{"l1d", r.machine.l1d}, {"l2", r.machine.l2}, {"l3", r.machine.l3}}},
+                    {"gpu", r.machine.gpu.empty() ? json(nullptr)
+                                                  : json{{"name", r.machine.gpu}, {"compute_capability", r.machine.compute_capability}}}};
+    j["seed"] = r.seed;
+    j["budget_seconds"] = r.budget_seconds;
+    j["runtime"] = r.runtime;
+    j["runtime_times"] = json::array();
+    for (const RuntimeTimes &t : r.runtime_times) {
+        j["runtime_times"].push_back({{"knob", t.knob}, {"case", t.case_id}, {"value", t.value}, {"below_s", t.below_s},
+                                      {"above_s", t.above_s}, {"noise", t.noise}});
+    }
+    j["notes"] = r.notes;
+    j["cases"] = json::array();
+    for (const TuneCase &c : r.cases) {
+        j["cases"].push_back({{"id", c.id}, {"norm", c.norm}, {"in", dtype_name(c.in)}, {"out", dtype_name(c.out)},
+                              {"shape", c.shape}, {"num_modality", c.num_modality}, {"bytes", c.bytes()},
+                              {"class", class_of(c).name}});
+    }
+    j["candidates"] = json::array();
+    for (const Measured &m : r.measured) {
+        json cases = json::object();
+        for (const auto &[id, t] : m.cases) {
+            cases[id] = {{"library_s", t.library_s}, {"schedule_s", t.schedule_s}, {"ratio", t.ratio()},
+                         {"noise", t.noise}, {"copy_gbps", t.copy_gbps}, {"rounds", t.rounds}};
+        }
+        j["candidates"].push_back({{"id", m.id}, {"class", m.class_name}, {"strategy", m.strategy},
+                                   {"schedule", to_json(m.schedule)}, {"status", m.status},
+                                   {"compile_seconds", m.compile_seconds}, {"score", m.score()}, {"cases", cases},
+                                   {"variants", m.variants}});
+    }
+    j["classes"] = json::array();
+    for (const ClassResult &c : r.classes) {
+        json params = json::object();
+        for (const auto &[name, value] : c.params) params[name] = value;
+        json k = to_json(c.klass);
+        k.update({{"best", c.best}, {"params", params}, {"score", c.score}, {"noise", c.noise}, {"significant", c.significant}});
+        j["classes"].push_back(k);
+    }
+    const std::string part = path + ".part";
+    std::ofstream(part) << j.dump(1) << "\n";
+    if (std::rename(part.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write the tuning record " + path);
+}
+
+std::optional<Record> load(const std::string &path) {
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    const json j = json::parse(in);
+    if (j.value("format", "") != kFormat) throw std::runtime_error(path + " is not a " + std::string(kFormat) + " record");
+    Record r;
+    r.generator_version = j.at("generator_version").get<std::string>();
+    r.backend = j.at("backend").get<std::string>();
+    const json &m = j.at("machine");
+    r.machine.cpu = m.at("cpu").get<std::string>();
+    r.machine.isa = m.at("isa").get<std::string>();
+    r.machine.cores = m.at("cores").get<int>();
+    r.machine.l1d = m.at("caches").at("l1d").get<std::int64_t>();
+    r.machine.l2 = m.at("caches").at("l2").get<std::int64_t>();
+    r.machine.l3 = m.at("caches").at("l3").get<std::int64_t>();
+    if (!m.at("gpu").is_null()) {
+        r.machine.gpu = m.at("gpu").at("name").get<std::string>();
+        r.machine.compute_capability = m.at("gpu").at("compute_capability").get<int>();
+    }
+    r.seed = j.at("seed").get<std::uint64_t>();
+    r.budget_seconds = j.at("budget_seconds").get<double>();
+    r.runtime = j.at("runtime").get<std::map<std::string, std::int64_t>>();
+    for (const json &t : j.at("runtime_times")) {
+        r.runtime_times.push_back({t.at("knob").get<std::string>(), t.at("case").get<std::string>(), t.at("value").get<std::int64_t>(),
+                                   t.at("below_s").get<double>(), t.at("above_s").get<double>(), t.at("noise").get<double>()});
+    }
+    r.notes = j.at("notes").get<std::vector<std::string>>();
+    for (const json &c : j.at("cases")) {
+        TuneCase t;
+        t.id = c.at("id").get<std::string>();
+        t.norm = c.at("norm").get<std::string>();
+        t.in = dtype_of(c.at("in").get<std::string>());
+        t.out = dtype_of(c.at("out").get<std::string>());
+        t.shape = c.at("shape").get<std::vector<std::int64_t>>();
+        t.num_modality = c.at("num_modality").get<std::int64_t>();
+        r.cases.push_back(t);
+    }
+    for (const json &c : j.at("candidates")) {
+        Measured x;
+        x.id = c.at("id").get<std::string>();
+        x.class_name = c.at("class").get<std::string>();
+        x.strategy = c.at("strategy").get<std::string>();
+        x.schedule = schedule_of(c.at("schedule"), scope_of(r.backend));
+        x.status = c.at("status").get<std::string>();
+        x.compile_seconds = c.at("compile_seconds").get<double>();
+        x.variants = c.at("variants").get<std::map<std::string, std::string>>();
+        for (const auto &[id, t] : c.at("cases").items()) {
+            CaseTimes times;
+            times.library_s = t.at("library_s").get<double>();
+            times.schedule_s = t.at("schedule_s").get<double>();
+            times.noise = t.at("noise").get<double>();
+            times.copy_gbps = t.at("copy_gbps").get<double>();
+            times.rounds = t.at("rounds").get<int>();
+            x.cases[id] = times;
+        }
+        r.measured.push_back(x);
+    }
+    for (const json &c : j.at("classes")) {
+        ClassResult k;
+        k.klass = class_of_json(c);
+        k.best = c.at("best").get<std::string>();
+        for (const auto &[name, value] : c.at("params").items()) k.params[name] = value.get<std::int64_t>();
+        k.score = c.at("score").get<double>();
+        k.noise = c.at("noise").get<double>();
+        k.significant = c.at("significant").get<bool>();
+        r.classes.push_back(k);
+    }
+    return r;
+}
+
+}  // namespace magi2norm::tuning

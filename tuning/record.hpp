@@ -1,0 +1,84 @@
+// The tuning record: every measured schedule with its times on every case it ran, the best per
+// shape class, and the keys a build checks it against (docs/tuning_record.md describes the
+// file). A run resumes from its record: what was measured is not measured again.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cases.hpp"
+#include "compile.hpp"
+#include "machine.hpp"
+
+namespace magi2norm::tuning {
+
+// One schedule on one case, from interleaved rounds with the library's own variant.
+struct CaseTimes {
+    double library_s = 0;   // median seconds a call, the library's variant (the shipped default)
+    double schedule_s = 0;  // median seconds a call, this schedule
+    double noise = 0;       // |median of one run of the library's variant / the other's - 1|
+    double copy_gbps = 0;   // median, the copy of the same bytes measured in the same rounds
+    int rounds = 0;
+    double ratio() const { return schedule_s / library_s; }
+};
+
+struct Measured {
+    std::string id;          // "bf16_bf16/d4096/b4M#7"
+    std::string class_name;
+    std::string strategy;    // which search made it: coordinate | adams2019-sampling | autoschedulers
+    Schedule schedule;
+    std::string status = "ok";  // or why it was rejected
+    double compile_seconds = 0;
+    std::map<std::string, CaseTimes> cases;  // case id -> times
+    // A schedule made here and measured elsewhere (GPU bundles): its variant's cache name per case,
+    // and status "pending" until it has been measured.
+    std::map<std::string, std::string> variants;
+
+    // The geometric mean of the ratios to the library's variant over the class's cases.
+    double score() const;
+    double noise() const;  // the largest noise over its cases
+};
+
+struct ClassResult {
+    ShapeClass klass;
+    std::string best;      // id of the best knob schedule (the defaults when nothing won)
+    Config params;         // its knobs that differ from the defaults
+    double score = 1;      // its score
+    double noise = 0;
+    bool significant = false;  // it beats the defaults by more than the noise
+};
+
+// A runtime knob's measurement on one case: the same call's two choices, each followed by a
+// read of its output (e.g. ordinary and streaming stores for streaming_min_output_bytes).
+struct RuntimeTimes {
+    std::string knob, case_id;
+    std::int64_t value = 0;   // the case's quantity the threshold compares (its output bytes)
+    double below_s = 0;       // the choice below the threshold (ordinary stores)
+    double above_s = 0;       // the choice from it on (streaming stores)
+    double noise = 0;
+};
+
+struct Record {
+    std::string generator_version;
+    std::string backend = "cpu";
+    Machine machine;
+    std::uint64_t seed = 1;
+    double budget_seconds = 0;
+    std::map<std::string, std::int64_t> runtime;  // runtime knobs
+    std::vector<RuntimeTimes> runtime_times;
+    std::vector<std::string> notes;               // what the search left alone, and why
+    std::vector<TuneCase> cases;
+    std::vector<Measured> measured;
+    std::vector<ClassResult> classes;
+
+    // What was measured of `schedule` on a class's cases, by any strategy; null when nothing was.
+    const Measured *find(const std::string &class_name, const Schedule &schedule) const;
+};
+
+void save(const Record &record, const std::string &path);
+// Empty when `path` does not exist; throws when it is not a record.
+std::optional<Record> load(const std::string &path);
+
+}  // namespace magi2norm::tuning

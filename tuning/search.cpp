@@ -1,0 +1,477 @@
+#include "search.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+
+#include "bench.hpp"
+
+namespace magi2norm::tuning {
+
+namespace {
+
+double now() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string target_for(Backend backend, const Machine &machine) {
+    switch (backend) {
+    case Backend::opencl: return "x86-64-linux-sse41-opencl-cl_doubles";
+    case Backend::cuda:
+        return "x86-64-linux-sse41-cuda-cuda_capability_" + std::to_string(machine.compute_capability >= 86 ? 86 : 80);
+    default: return machine.isa;
+    }
+}
+
+Scope scope_of(Backend backend) { return backend == Backend::cpu ? Scope::cpu : Scope::gpu; }
+
+// Input bytes of a case's call.
+std::int64_t input_bytes(const TuneCase &c) { return c.bytes() / static_cast<std::int64_t>(dtype_size(c.in) + dtype_size(c.out)) *
+                                                     static_cast<std::int64_t>(dtype_size(c.in)); }
+
+// The knobs that can change a class's calls (schedules/cpu_schedule.cpp): the task sizes of the
+// calls that do not prefetch, the prefetch threshold of calls near it, the memory tasks of those
+// that prefetch (streaming-store variants always do), the chunk of tokens of many rows, the
+// vector width of the element form. GPU classes: every GPU knob.
+std::vector<std::string> relevant_knobs(Backend backend, const std::vector<const TuneCase *> &cases,
+                                        const std::vector<const detail::KernelEntry *> &library, const Config &incumbent) {
+    std::vector<std::string> names;
+    if (backend != Backend::cpu) {
+        for (const Knob &k : knobs()) {
+            if (k.scope == Scope::gpu) names.push_back(k.name);
+        }
+        return names;
+    }
+    std::set<std::string> chosen;
+    const Knob &prefetch = knob("cpu_prefetch_bytes");
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const TuneCase &c = *cases[i];
+        const std::int64_t in = input_bytes(c);
+        const bool streaming = library[i]->streaming_alignment > 0;
+        if (library[i]->form == detail::Form::elements) chosen.insert("cpu_vector_width");
+        if (c.rows_per_token() > 1) chosen.insert("cpu_chunk_bytes");
+        if (streaming || in >= incumbent.at("cpu_prefetch_bytes")) chosen.insert("cpu_memory_task_bytes");
+        if (!streaming && in >= prefetch.values.front() / 2 && in <= prefetch.values.back() * 2) chosen.insert("cpu_prefetch_bytes");
+        if (!streaming && in < incumbent.at("cpu_prefetch_bytes")) {
+            chosen.insert("cpu_task_bytes");
+            if (in < knob("cpu_task_bytes").values.back() * 2) chosen.insert("cpu_split_bytes");
+        }
+    }
+    for (const Knob &k : knobs()) {  // in knobs.def's order
+        if (chosen.count(k.name)) names.push_back(k.name);
+    }
+    return names;
+}
+
+// A class's result, in place of an earlier run's.
+void keep_class_result(Record &record, const ClassResult &result) {
+    auto &classes = record.classes;
+    classes.erase(std::remove_if(classes.begin(), classes.end(),
+                                 [&](const ClassResult &c) { return c.klass.name == result.klass.name; }),
+                  classes.end());
+    classes.push_back(result);
+}
+
+// "12:34 / 20:00"
+std::string clock_text(double elapsed, double budget) {
+    const auto mmss = [](double s) {
+        char text[16];
+        std::snprintf(text, sizeof text, "%d:%02d", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+        return std::string(text);
+    };
+    return mmss(elapsed) + " / " + mmss(budget);
+}
+
+}  // namespace
+
+// What a class's tuning keeps while it runs: the benches of its cases (buffers filled once), the
+// library's variant and output on each, and the kernels of every schedule compiled so far.
+struct Search::ClassRun {
+    const ShapeClass &klass;
+    std::vector<const TuneCase *> cases;
+    std::vector<std::unique_ptr<CaseBench>> benches;
+    std::vector<const detail::KernelEntry *> library;
+    std::vector<std::vector<unsigned char>> expected;
+    std::map<std::string, std::vector<detail::KernelEntry>> kernels;  // schedule key -> one per case
+    std::map<std::string, std::string> errors;                        // schedule key -> why it failed to build
+    double deadline = 0;
+};
+
+namespace {
+
+std::string schedule_key(const Schedule &s) {
+    return s.kind + "|" + describe(s.config) + "|" + std::to_string(s.estimate_tokens) + "x" + std::to_string(s.estimate_rows) +
+           "x" + std::to_string(s.estimate_dim) + "|" + std::to_string(s.dropout_seed);
+}
+
+}  // namespace
+
+Search::Search(SearchOptions options, Compiler &compiler, Record &record)
+    : options_(std::move(options)), compiler_(compiler), record_(record) {}
+
+void Search::run() {
+    const double start = now();
+    const double end = start + options_.budget_seconds;
+    // Classes in the order of the record's cases.
+    std::vector<ShapeClass> classes;
+    std::map<std::string, std::vector<const TuneCase *>> members;
+    for (const TuneCase &c : record_.cases) {
+        const ShapeClass k = class_of(c);
+        if (!members.count(k.name)) classes.push_back(k);
+        members[k.name].push_back(&c);
+    }
+    const bool runtime = options_.strategy == "coordinate" && options_.backend == Backend::cpu;
+    const double class_end = runtime ? end - options_.budget_seconds / 20 : end;
+    for (std::size_t i = 0; i < classes.size(); ++i) {
+        // An even share of what is left.
+        const double share = (class_end - now()) / static_cast<double>(classes.size() - i);
+        tune_class(classes[i], members[classes[i].name], now() + share);
+        if (!options_.record_path.empty()) save(record_, options_.record_path);
+        std::printf("[%s] %zu of %zu classes done\n", clock_text(now() - start, options_.budget_seconds).c_str(), i + 1, classes.size());
+        std::fflush(stdout);
+    }
+    if (runtime) tune_runtime(end);
+}
+
+void Search::tune_runtime(double deadline) {
+    const Knob &threshold = knob("streaming_min_output_bytes");
+    record_.runtime_times.erase(std::remove_if(record_.runtime_times.begin(), record_.runtime_times.end(),
+                                               [&](const RuntimeTimes &t) { return t.knob == threshold.name; }),
+                                record_.runtime_times.end());
+    for (const TuneCase &c : record_.cases) {
+        if (now() > deadline) break;
+        const std::int64_t out_bytes = c.bytes() / static_cast<std::int64_t>(dtype_size(c.in) + dtype_size(c.out)) *
+                                       static_cast<std::int64_t>(dtype_size(c.out));
+        if (out_bytes < threshold.values.front() / 2 || out_bytes > threshold.values.back() * 2) continue;
+        CaseBench bench(c, class_of(c), record_.machine, options_.backend);
+        const detail::KernelEntry *ordinary = bench.library_kernel(0), *streaming = bench.library_kernel(1);
+        if (!ordinary || !streaming) continue;
+        bench.read_output_after_calls(true);
+        const CaseBench::Times t = bench.measure({ordinary, ordinary, streaming}, options_.rounds, false);
+        RuntimeTimes r{threshold.name, c.id, out_bytes};
+        const double a = median(t.kernels[0]), b = median(t.kernels[1]);
+        r.below_s = std::min(a, b);
+        r.noise = std::max(a, b) / std::min(a, b) - 1;
+        r.above_s = median(t.kernels[2]);
+        record_.runtime_times.push_back(r);
+        std::printf("  %-44s %9lld bytes out: streaming stores %.3f of the ordinary time (noise %.3f)\n", c.id.c_str(),
+                    static_cast<long long>(out_bytes), r.above_s / r.below_s, r.noise);
+    }
+    // The legal value that most calls agree with: those below it where ordinary stores were not
+    // slower, those from it on where streaming stores were not (beyond the noise); ties keep the
+    // value nearest the default.
+    std::int64_t best = threshold.default_value;
+    int best_misses = -1;
+    for (const std::int64_t v : threshold.values) {
+        int misses = 0;
+        for (const RuntimeTimes &r : record_.runtime_times) {
+            if (r.knob != threshold.name) continue;
+            const double margin = std::max(r.noise, 0.01);
+            if (r.value >= v && r.above_s > r.below_s * (1 + margin)) ++misses;
+            if (r.value < v && r.below_s > r.above_s * (1 + margin)) ++misses;
+        }
+        const auto distance = [&](std::int64_t x) { return std::abs(std::log2(static_cast<double>(x) / threshold.default_value)); };
+        if (best_misses < 0 || misses < best_misses || (misses == best_misses && distance(v) < distance(best))) {
+            best = v;
+            best_misses = misses;
+        }
+    }
+    record_.runtime[threshold.name] = best;
+    std::printf("  %s = %lld\n", threshold.name.c_str(), static_cast<long long>(best));
+    // No model case has tokens of many short rows or one token of many rows with one modality.
+    bool regrouped = false;
+    for (const TuneCase &c : record_.cases) {
+        const std::int64_t row = c.dim() * static_cast<std::int64_t>(dtype_size(c.in));
+        regrouped = regrouped || (c.num_modality == 1 && (row <= record_.runtime.at("short_row_bytes") ||
+                                                          row * c.rows_per_token() > record_.runtime.at("fold_token_bytes")));
+    }
+    const std::string note = "fold_token_bytes, short_row_bytes: left at their defaults, no tuning case is regrouped";
+    if (!regrouped && std::find(record_.notes.begin(), record_.notes.end(), note) == record_.notes.end()) {
+        record_.notes.push_back(note);
+    }
+}
+
+void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double deadline) {
+    ClassRun run{klass, cases};
+    run.deadline = deadline;
+    for (const TuneCase *c : cases) {
+        run.benches.push_back(std::make_unique<CaseBench>(*c, klass, record_.machine, options_.backend));
+        run.library.push_back(&run.benches.back()->library_kernel());
+        run.expected.push_back(run.benches.back()->output(nullptr));
+    }
+    const std::string target = target_for(options_.backend, record_.machine);
+    const TuneCase &shape = *cases.front();
+
+    // Makes (or finds in the compiler's cache) the kernels of `schedules` for every case.
+    const auto build = [&](const std::vector<Schedule> &schedules) {
+        std::vector<VariantRequest> requests;
+        std::vector<std::pair<std::string, std::size_t>> slots;  // schedule key, case index
+        for (const Schedule &s : schedules) {
+            const std::string key = schedule_key(s);
+            if (run.kernels.count(key) || run.errors.count(key)) continue;
+            for (std::size_t i = 0; i < cases.size(); ++i) {
+                VariantRequest r;
+                r.schedule = s;
+                r.in = cases[i]->in;
+                r.out = cases[i]->out;
+                // Autoschedulers schedule the element form with ordinary stores; the knobs serve
+                // the form and store kind the library takes for the call.
+                r.form = s.autoscheduled() ? detail::Form::elements : run.library[i]->form;
+                r.streaming_alignment = s.autoscheduled() ? 0 : run.library[i]->streaming_alignment;
+                r.target = target;
+                r.backend = options_.backend;
+                r.compute_capability = run.library[i]->compute_capability;
+                requests.push_back(r);
+                slots.emplace_back(key, i);
+            }
+        }
+        const std::vector<Variant> made = compiler_.make(requests);
+        std::map<std::string, double> seconds;
+        for (std::size_t k = 0; k < made.size(); ++k) {
+            const std::string &key = slots[k].first;
+            seconds[key] += made[k].compile_seconds;
+            if (!made[k].error.empty()) run.errors[key] = made[k].error;
+            auto &list = run.kernels[key];
+            list.resize(cases.size());
+            list[slots[k].second] = made[k].entry;
+        }
+        for (const auto &[key, error] : run.errors) run.kernels.erase(key);
+        return seconds;
+    };
+
+    // Runs `kernels` on every case in a child process (one thread, the parent's buffers); "ok"
+    // when every output has the library's bits.
+    const auto check = [&](const std::vector<detail::KernelEntry> &kernels) -> std::string {
+        if (options_.backend != Backend::cpu) {
+            // A GPU driver's threads do not survive a fork: checked here (a fault ends the run).
+            try {
+                for (std::size_t i = 0; i < cases.size(); ++i) {
+                    if (run.benches[i]->output(&kernels[i]) != run.expected[i]) {
+                        return "rejected: its output on " + cases[i]->id + " differs from the library's";
+                    }
+                }
+                return "ok";
+            } catch (const std::exception &e) {
+                return std::string("rejected: ") + e.what();
+            }
+        }
+        int pipe_fd[2];
+        if (pipe(pipe_fd) != 0) return "rejected: cannot check (no pipe)";
+        std::fflush(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            close(pipe_fd[0]);
+            std::string verdict = "ok";
+            try {
+                set_num_threads(1);
+                for (std::size_t i = 0; i < cases.size() && verdict == "ok"; ++i) {
+                    if (run.benches[i]->output(&kernels[i]) != run.expected[i]) {
+                        verdict = "rejected: its output on " + cases[i]->id + " differs from the library's";
+                    }
+                }
+            } catch (const std::exception &e) {
+                verdict = std::string("rejected: ") + e.what();
+            }
+            if (write(pipe_fd[1], verdict.data(), verdict.size()) < 0) _exit(3);
+            _exit(0);
+        }
+        close(pipe_fd[1]);
+        std::string verdict;
+        char buffer[512];
+        for (ssize_t n; (n = read(pipe_fd[0], buffer, sizeof buffer)) > 0;) verdict.append(buffer, static_cast<std::size_t>(n));
+        close(pipe_fd[0]);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (WIFSIGNALED(status)) return "rejected: it faulted (signal " + std::to_string(WTERMSIG(status)) + ")";
+        return verdict.empty() ? "rejected: the check ended without a verdict" : verdict;
+    };
+
+    // Measures `schedules` (built first, together) against the library's variant and
+    // `incumbent` in the same rounds. Returns, per schedule, its record entry and its score
+    // relative to the incumbent's in those rounds (NaN when rejected).
+    struct Evaluated {
+        const Measured *measured;
+        double vs_incumbent;
+        bool worse_somewhere;  // slower than the library's variant on a case by more than the noise
+    };
+    const auto evaluate = [&](const std::vector<Schedule> &schedules, const Schedule *incumbent, double incumbent_score,
+                              const std::string &strategy) -> std::vector<Evaluated> {
+        std::vector<Schedule> to_build(schedules);
+        if (incumbent) to_build.push_back(*incumbent);
+        const auto seconds = build(to_build);
+        std::vector<Evaluated> results;
+        for (const Schedule &s : schedules) {
+            const std::string key = schedule_key(s);
+            if (now() > run.deadline && !results.empty()) break;
+            // Measured by an earlier run: its ratios to the library's variant stand.
+            if (const Measured *known = record_.find(klass.name, s)) {
+                bool worse = false;
+                for (const auto &[id, t] : known->cases) worse = worse || t.ratio() > 1 + std::max(t.noise, 0.01);
+                results.push_back({known, known->status == "ok" ? known->score() / incumbent_score : NAN, worse});
+                continue;
+            }
+            Measured m;
+            m.id = klass.name + "#" + std::to_string(std::count_if(record_.measured.begin(), record_.measured.end(),
+                                                                   [&](const Measured &x) { return x.class_name == klass.name; }));
+            m.class_name = klass.name;
+            m.strategy = strategy;
+            m.schedule = s;
+            m.compile_seconds = seconds.count(key) ? seconds.at(key) : 0;
+            if (run.errors.count(key)) {
+                m.status = "rejected: " + run.errors.at(key);
+            } else {
+                m.status = check(run.kernels.at(key));
+            }
+            double vs_incumbent = NAN;
+            bool worse = false;
+            if (m.status == "ok") {
+                const bool has_incumbent = incumbent && run.kernels.count(schedule_key(*incumbent));
+                double log_sum = 0;
+                for (std::size_t i = 0; i < cases.size(); ++i) {
+                    std::vector<const detail::KernelEntry *> ks = {nullptr, nullptr, &run.kernels.at(key)[i]};
+                    if (has_incumbent) ks.push_back(&run.kernels.at(schedule_key(*incumbent))[i]);
+                    const CaseBench::Times t = run.benches[i]->measure(ks, options_.rounds, true);
+                    CaseTimes c;
+                    const double a = median(t.kernels[0]), b = median(t.kernels[1]);
+                    c.library_s = std::min(a, b);
+                    c.noise = std::max(a, b) / std::min(a, b) - 1;
+                    c.schedule_s = median(t.kernels[2]);
+                    c.copy_gbps = median(t.copy);
+                    c.rounds = options_.rounds;
+                    const double inc_s = has_incumbent ? median(t.kernels[3]) : c.library_s;
+                    log_sum += std::log(c.schedule_s / inc_s);
+                    worse = worse || c.ratio() > 1 + std::max(c.noise, 0.01);
+                    m.cases[cases[i]->id] = c;
+                }
+                vs_incumbent = std::exp(log_sum / static_cast<double>(cases.size()));
+            }
+            record_.measured.push_back(m);
+            results.push_back({&record_.measured.back(), vs_incumbent, worse});
+            std::printf("  %-26s %-44s %s\n", klass.name.c_str(), s.describe().c_str(),
+                        m.status == "ok" ? (std::to_string(m.score()).substr(0, 5) + " of the library's time").c_str()
+                                         : m.status.substr(0, 90).c_str());
+            std::fflush(stdout);
+        }
+        return results;
+    };
+    // record_.measured grows while pointers into it are held: keep room.
+    record_.measured.reserve(record_.measured.size() + 4096);
+
+    ClassResult result;
+    result.klass = klass;
+    const Config defaults = default_config(scope_of(options_.backend));
+
+    if (options_.strategy == "adams2019-sampling") {
+        for (int seed = 0; now() < run.deadline; ++seed) {
+            Schedule s;
+            s.kind = "adams2019";
+            s.estimate_tokens = shape.tokens();
+            s.estimate_rows = shape.rows_per_token();
+            s.estimate_dim = shape.dim();
+            s.dropout_seed = seed;
+            evaluate({s}, nullptr, 1, options_.strategy);
+        }
+        keep_class_result(record_, result);
+        return;
+    }
+
+    // Halide's autoschedulers, each at the class's own estimates.
+    if (options_.backend == Backend::cpu) {
+        std::vector<Schedule> autos;
+        for (const char *kind : {"adams2019", "li2018", "mullapudi2016"}) {
+            Schedule s;
+            s.kind = kind;
+            s.estimate_tokens = shape.tokens();
+            s.estimate_rows = shape.rows_per_token();
+            s.estimate_dim = shape.dim();
+            autos.push_back(s);
+        }
+        evaluate(autos, nullptr, 1, "autoschedulers");
+    }
+
+    // Coordinate descent from the defaults, then seeded restarts.
+    Schedule incumbent;
+    incumbent.config = defaults;
+    bool incumbent_is_default = true;
+    double incumbent_score = 1, incumbent_noise = 0;
+    std::string incumbent_id;
+    std::mt19937_64 rng(options_.seed ^ std::hash<std::string>{}(klass.name));
+    const auto descend = [&] {
+        for (bool changed = true; changed && now() < run.deadline;) {
+            changed = false;
+            for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, incumbent.config)) {
+                if (now() >= run.deadline) break;
+                std::vector<Schedule> tries;
+                for (const std::int64_t v : knob(name).values) {
+                    if (v == incumbent.config.at(name)) continue;
+                    Schedule s = incumbent;
+                    s.config[name] = v;
+                    tries.push_back(s);
+                }
+                const auto results =
+                    evaluate(tries, incumbent_is_default ? nullptr : &incumbent, incumbent_score, options_.strategy);
+                const Evaluated *best = nullptr;
+                for (const Evaluated &e : results) {
+                    if (std::isnan(e.vs_incumbent) || e.worse_somewhere) continue;
+                    if (e.vs_incumbent < 1 - std::max(e.measured->noise(), 0.01) && (!best || e.vs_incumbent < best->vs_incumbent)) {
+                        best = &e;
+                    }
+                }
+                if (best) {
+                    incumbent = best->measured->schedule;
+                    incumbent_is_default = false;
+                    incumbent_score = best->measured->score();
+                    incumbent_noise = best->measured->noise();
+                    incumbent_id = best->measured->id;
+                    changed = true;
+                    std::printf("  %-26s incumbent now %s (%.3f of the library's time)\n", klass.name.c_str(),
+                                incumbent.describe().c_str(), incumbent_score);
+                }
+            }
+        }
+    };
+    descend();
+    while (now() < run.deadline) {
+        Schedule restart = incumbent;
+        for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, incumbent.config)) {
+            const auto &values = knob(name).values;
+            restart.config[name] = values[rng() % values.size()];
+        }
+        const auto results =
+            evaluate({restart}, incumbent_is_default ? nullptr : &incumbent, incumbent_score, options_.strategy);
+        if (!results.empty() && !std::isnan(results[0].vs_incumbent) && !results[0].worse_somewhere &&
+            results[0].vs_incumbent < 1 - std::max(results[0].measured->noise(), 0.01)) {
+            incumbent = results[0].measured->schedule;
+            incumbent_is_default = false;
+            incumbent_score = results[0].measured->score();
+            incumbent_noise = results[0].measured->noise();
+            incumbent_id = results[0].measured->id;
+            descend();
+        }
+    }
+    result.best = incumbent_id;
+    for (const auto &[name, value] : incumbent.config) {
+        if (value != knob(name).default_value) result.params[name] = value;
+    }
+    result.score = incumbent_score;
+    result.noise = incumbent_noise;
+    result.significant = !incumbent_is_default;
+    keep_class_result(record_, result);
+}
+
+}  // namespace magi2norm::tuning
