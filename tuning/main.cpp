@@ -1,10 +1,5 @@
 // magi2-tune: finds this machine's best schedule knobs per shape class, and writes the record
-// a build ships (-DMAGI2NORM_TUNING=<record>).
-//
-//   magi2-tune [--budget SECONDS] [--seed N] [--record FILE] [--cache DIR] [--tokens 16,256,...]
-//              [--norms pre_norm,qk_norm,...] [--strategy coordinate|adams2019-sampling]
-//              [--rounds N] [--backend cpu|opencl|cuda] [--capability NN] [--random N] [--jobs N]
-//              [--select] [--report DIR]
+// a build ships (-DMAGI2NORM_TUNING=<record>). `magi2-tune --help` lists its flags (kHelp).
 //
 // GPU backends take the batch path (tuning/batch.hpp): with opencl every step runs here; with
 // cuda this makes the candidates (for --capability, default 86), magi2-tune-measure times them
@@ -40,8 +35,33 @@ std::vector<std::string> words(const std::string &list) {
     return out;
 }
 
+constexpr const char *kHelp = R"(magi2-tune: finds this machine's best schedule knobs per shape class and writes the record a
+build ships (-DMAGI2NORM_TUNING=<record>; docs/tuning.md, docs/tuning_record.md).
+
+  --budget SECONDS    wall-clock time for the whole run (default 1200)
+  --seed N            seed of the search's random choices: a run can be repeated (default 1)
+  --record FILE       the record to write; an existing one for this machine and these sources is
+                      resumed: what it holds is not measured again (default tuning.json)
+  --cache DIR         where candidates' objects are kept, by their parameters (default tuning-cache)
+  --tokens LIST       token counts of the model's norms, e.g. 16,256 (default 16,256,4096,32768)
+  --norms LIST        which of SPEC.md's norms: pre_norm,qk_norm,mhc_norm,final_norm
+                      (default all; mhc_norm has both its output dtypes)
+  --strategy NAME     coordinate (default): autoschedulers, coordinate descent, restarts;
+                      adams2019-sampling: the anchor, Adams2019 and its random-dropout samples
+  --rounds N          interleaved timing rounds per comparison (default 7)
+  --jobs N            candidates compiled at once (default: the cores)
+  --report DIR        also write DIR/report.md and, with matplotlib, DIR/report.png
+  --backend NAME      cpu (default), opencl (every step here, on this machine's OpenCL), or cuda
+                      (makes the candidates; magi2-tune-measure times them on the GPU machine)
+  --capability NN     cuda: the lowest compute capability x 10 the candidates run on (default 86)
+  --random N          GPU backends: seeded random configurations per class besides the defaults
+                      and each knob's other values (default 8)
+  --select            GPU backends: keep each class's best of a measured record, then exit
+  --help              this text
+)";
+
 [[noreturn]] void usage(const std::string &why) {
-    std::fprintf(stderr, "magi2-tune: %s\nsee the comment at the top of tuning/main.cpp, or docs/tuning.md\n", why.c_str());
+    std::fprintf(stderr, "magi2-tune: %s\n(magi2-tune --help lists the flags)\n", why.c_str());
     std::exit(2);
 }
 
@@ -60,6 +80,10 @@ int main(int argc, char **argv) {
             if (i + 1 >= argc) usage(a + " needs a value");
             return argv[++i];
         };
+        if (a == "--help" || a == "-h") {
+            std::fputs(kHelp, stdout);
+            return 0;
+        }
         if (a == "--budget") options.budget_seconds = std::stod(value());
         else if (a == "--seed") options.seed = std::stoull(value());
         else if (a == "--record") record_path = value();

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 
 #include "bench.hpp"
+#include "strategy.hpp"
 
 namespace magi2norm::tuning {
 
@@ -404,73 +404,47 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
         evaluate(autos, nullptr, 1, "autoschedulers");
     }
 
-    // Coordinate descent from the defaults, then seeded restarts.
-    Schedule incumbent;
-    incumbent.config = defaults;
-    bool incumbent_is_default = true;
-    double incumbent_score = 1, incumbent_noise = 0;
-    std::string incumbent_id;
-    std::mt19937_64 rng(options_.seed ^ std::hash<std::string>{}(klass.name));
-    const auto descend = [&] {
-        for (bool changed = true; changed && now() < run.deadline;) {
-            changed = false;
-            for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, incumbent.config)) {
-                if (now() >= run.deadline) break;
-                std::vector<Schedule> tries;
-                for (const std::int64_t v : knob(name).values) {
-                    if (v == incumbent.config.at(name)) continue;
-                    Schedule s = incumbent;
-                    s.config[name] = v;
-                    tries.push_back(s);
-                }
-                const auto results =
-                    evaluate(tries, incumbent_is_default ? nullptr : &incumbent, incumbent_score, options_.strategy);
-                const Evaluated *best = nullptr;
-                for (const Evaluated &e : results) {
-                    if (std::isnan(e.vs_incumbent) || e.worse_somewhere) continue;
-                    if (e.vs_incumbent < 1 - std::max(e.measured->noise(), 0.01) && (!best || e.vs_incumbent < best->vs_incumbent)) {
-                        best = &e;
-                    }
-                }
-                if (best) {
-                    incumbent = best->measured->schedule;
-                    incumbent_is_default = false;
-                    incumbent_score = best->measured->score();
-                    incumbent_noise = best->measured->noise();
-                    incumbent_id = best->measured->id;
-                    changed = true;
-                    std::printf("  %-26s incumbent now %s (%.3f of the library's time)\n", klass.name.c_str(),
-                                incumbent.describe().c_str(), incumbent_score);
-                }
-            }
+    // Coordinate descent from the defaults, then seeded restarts (strategy.hpp).
+    StrategyCalls calls;
+    calls.knobs_of = [&](const Config &c) { return relevant_knobs(options_.backend, cases, run.library, c); };
+    calls.time_left = [&] { return now() < run.deadline; };
+    double incumbent_score = 1;
+    calls.evaluate = [&](const std::vector<Config> &tries, const Config *incumbent) {
+        const auto schedule_of = [](const Config &c) {
+            Schedule s;
+            s.config = c;
+            return s;
+        };
+        std::vector<Schedule> schedules;
+        for (const Config &c : tries) schedules.push_back(schedule_of(c));
+        const Schedule incumbent_schedule = incumbent ? schedule_of(*incumbent) : Schedule{};
+        std::vector<Outcome> outcomes;
+        for (const Evaluated &e : evaluate(schedules, incumbent ? &incumbent_schedule : nullptr, incumbent_score, options_.strategy)) {
+            Outcome o;
+            o.ok = !std::isnan(e.vs_incumbent);
+            o.vs_incumbent = e.vs_incumbent;
+            o.worse_somewhere = e.worse_somewhere;
+            o.noise = e.measured->noise();
+            o.score = e.measured->score();
+            o.id = e.measured->id;
+            outcomes.push_back(o);
         }
+        return outcomes;
     };
-    descend();
-    while (now() < run.deadline) {
-        Schedule restart = incumbent;
-        for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, incumbent.config)) {
-            const auto &values = knob(name).values;
-            restart.config[name] = values[rng() % values.size()];
-        }
-        const auto results =
-            evaluate({restart}, incumbent_is_default ? nullptr : &incumbent, incumbent_score, options_.strategy);
-        if (!results.empty() && !std::isnan(results[0].vs_incumbent) && !results[0].worse_somewhere &&
-            results[0].vs_incumbent < 1 - std::max(results[0].measured->noise(), 0.01)) {
-            incumbent = results[0].measured->schedule;
-            incumbent_is_default = false;
-            incumbent_score = results[0].measured->score();
-            incumbent_noise = results[0].measured->noise();
-            incumbent_id = results[0].measured->id;
-            descend();
-        }
-    }
-    result.best = incumbent_id;
-    for (const auto &[name, value] : incumbent.config) {
+    calls.on_incumbent = [&](const Config &c, const Outcome &o) {
+        incumbent_score = o.score;
+        Schedule s;
+        s.config = c;
+        std::printf("  %-26s incumbent now %s (%.3f of the library's time)\n", klass.name.c_str(), s.describe().c_str(), o.score);
+    };
+    const StrategyResult found = coordinate_search(defaults, calls, options_.seed ^ std::hash<std::string>{}(klass.name));
+    result.best = found.moved ? found.outcome.id : "";
+    for (const auto &[name, value] : found.best) {
         if (value != knob(name).default_value) result.params[name] = value;
     }
-    result.score = incumbent_score;
-    result.noise = incumbent_noise;
-    result.significant = !incumbent_is_default;
+    result.score = found.moved ? found.outcome.score : 1;
+    result.noise = found.moved ? found.outcome.noise : 0;
+    result.significant = found.moved;
     keep_class_result(record_, result);
 }
 

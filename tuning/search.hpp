@@ -5,10 +5,7 @@
 // calls, from the shipped defaults: each legal value of one knob in turn (compiled together),
 // the best kept when it beats the incumbent by more than the noise, until a pass changes
 // nothing; then restarts from seeded random configurations while the class's share of the
-// budget lasts. Coordinate descent suits this space: few knobs, each with a handful of ordered
-// values, whose effects are nearly separable (task sizes for small calls, memory tasks for large
-// ones, chunks for tokens of many rows), so one pass costs the sum of the knobs' values where a
-// grid costs their product.
+// budget lasts (strategy.hpp says why).
 //
 // Then the runtime knobs (tune_runtime), with what is left of the budget (a twentieth is kept
 // for them).

@@ -1,8 +1,10 @@
 // The tuner's parts that decide what a build ships: its search space is knobs.def's and nothing
-// else, its classes' bounds tile the calls, and a record comes back from its file as it went in.
+// else, its classes' bounds tile the calls, its strategy finds a known optimum, and a record
+// comes back from its file as it went in.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -10,6 +12,7 @@
 #include "knob_space.hpp"
 #include "knobs.h"
 #include "record.hpp"
+#include "strategy.hpp"
 
 namespace {
 
@@ -59,6 +62,124 @@ TEST(Classes, TheModelsNormsAtTheirSizes) {
     EXPECT_EQ(cases.size(), 18u);  // 4 norms with M = 1 and 3, the final norm with M = 1, at 2 sizes
     EXPECT_EQ(cases.front().id, "pre_norm/bf16_bf16/M1/T16");
     EXPECT_EQ(cases.front().bytes(), 16 * 3072 * 4);
+}
+
+// A synthetic cost over the CPU knobs with its optimum away from the defaults: each knob's cost
+// grows with its distance (in steps of its legal values) from a target value, and two knobs
+// interact (task_bytes' best value follows split_bytes'), so the first pass's moves undo part
+// of each other. Time ratios come back exactly, with a small noise.
+struct SyntheticCost {
+    Config target;
+    int evaluations = 0;
+
+    static int index_of(const std::string &name, std::int64_t v) {
+        const auto &values = knob(name).values;
+        return static_cast<int>(std::find(values.begin(), values.end(), v) - values.begin());
+    }
+    double operator()(const Config &c) const {
+        double cost = 1;
+        for (const auto &[name, value] : target) {
+            int want = index_of(name, value);
+            if (name == "cpu_task_bytes") want = std::min<int>(4, index_of("cpu_split_bytes", c.at("cpu_split_bytes")));
+            cost *= 1 + (name == "cpu_split_bytes" ? 0.3 : 0.2) * std::abs(index_of(name, c.at(name)) - want);
+        }
+        return cost;
+    }
+};
+
+TEST(Strategy, FindsTheKnownOptimumOfASyntheticCost) {
+    SyntheticCost cost;
+    cost.target = default_config(Scope::cpu);
+    cost.target["cpu_split_bytes"] = 131072;  // index 4: task_bytes wants its index 4 (262144)
+    cost.target["cpu_chunk_bytes"] = 4096;
+    cost.target["cpu_prefetch_bytes"] = 16777216;
+    cost.target["cpu_vector_width"] = 32;
+    Config optimum = cost.target;
+    optimum["cpu_task_bytes"] = 262144;
+    ASSERT_DOUBLE_EQ(cost(optimum), 1);
+
+    StrategyCalls calls;
+    calls.knobs_of = [](const Config &) {
+        std::vector<std::string> names;
+        for (const Knob &k : knobs()) {
+            if (k.scope == Scope::cpu) names.push_back(k.name);
+        }
+        return names;
+    };
+    const int budget = 200;  // evaluations; the space holds 4 x 5^5 = 12500 configurations
+    calls.time_left = [&] { return cost.evaluations < budget; };
+    calls.evaluate = [&](const std::vector<Config> &tries, const Config *incumbent) {
+        const double base = cost(incumbent ? *incumbent : default_config(Scope::cpu));
+        std::vector<Outcome> outcomes;
+        for (const Config &c : tries) {
+            ++cost.evaluations;
+            Outcome o;
+            o.ok = true;
+            o.vs_incumbent = cost(c) / base;
+            o.score = cost(c) / cost(default_config(Scope::cpu));
+            o.noise = 0.005;
+            outcomes.push_back(o);
+        }
+        return outcomes;
+    };
+    const StrategyResult found = coordinate_search(default_config(Scope::cpu), calls, 7);
+    EXPECT_TRUE(found.moved);
+    EXPECT_EQ(found.best, optimum) << describe(found.best);
+    EXPECT_LE(cost.evaluations, budget);
+}
+
+// Two knobs whose only improvement is a move of both at once (each alone costs more): no pass
+// of coordinate descent leaves the defaults, a restart does.
+TEST(Strategy, RestartsMoveTwoKnobsThatOnlyWinTogether) {
+    const auto cost = [](const Config &c) {
+        const bool task = c.at("cpu_task_bytes") == 262144, split = c.at("cpu_split_bytes") == 131072;
+        const bool task_default = c.at("cpu_task_bytes") == knob("cpu_task_bytes").default_value;
+        const bool split_default = c.at("cpu_split_bytes") == knob("cpu_split_bytes").default_value;
+        if (task && split) return 0.5;
+        return task_default && split_default ? 1.0 : 1.5;
+    };
+    StrategyCalls calls;
+    calls.knobs_of = [](const Config &) { return std::vector<std::string>{"cpu_task_bytes", "cpu_split_bytes"}; };
+    int evaluations = 0;
+    calls.time_left = [&] { return evaluations < 400; };
+    calls.evaluate = [&](const std::vector<Config> &tries, const Config *incumbent) {
+        std::vector<Outcome> outcomes;
+        for (const Config &c : tries) {
+            ++evaluations;
+            Outcome o;
+            o.ok = true;
+            o.vs_incumbent = cost(c) / cost(incumbent ? *incumbent : default_config(Scope::cpu));
+            o.noise = 0.005;
+            outcomes.push_back(o);
+        }
+        return outcomes;
+    };
+    const StrategyResult found = coordinate_search(default_config(Scope::cpu), calls, 7);
+    EXPECT_TRUE(found.moved);
+    EXPECT_EQ(found.best.at("cpu_task_bytes"), 262144);
+    EXPECT_EQ(found.best.at("cpu_split_bytes"), 131072);
+}
+
+TEST(Strategy, KeepsTheStartWhenNothingBeatsItByMoreThanTheNoise) {
+    StrategyCalls calls;
+    calls.knobs_of = [](const Config &) { return std::vector<std::string>{"cpu_task_bytes", "cpu_chunk_bytes"}; };
+    int evaluations = 0;
+    calls.time_left = [&] { return evaluations < 40; };
+    calls.evaluate = [&](const std::vector<Config> &tries, const Config *) {
+        std::vector<Outcome> outcomes;
+        for (std::size_t i = 0; i < tries.size(); ++i) {
+            ++evaluations;
+            Outcome o;
+            o.ok = true;
+            o.vs_incumbent = 0.995;  // within the noise
+            o.noise = 0.02;
+            outcomes.push_back(o);
+        }
+        return outcomes;
+    };
+    const StrategyResult found = coordinate_search(default_config(Scope::cpu), calls, 1);
+    EXPECT_FALSE(found.moved);
+    EXPECT_EQ(found.best, default_config(Scope::cpu));
 }
 
 TEST(Record, ComesBackAsItWentIn) {
