@@ -14,15 +14,6 @@ namespace magi2norm::tuning {
 
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
-
-std::string gpu_target(Backend backend, int capability) {
-    if (backend == Backend::opencl) return "x86-64-linux-sse41-opencl-cl_doubles";
-    return "x86-64-linux-sse41-cuda-cuda_capability_" + std::to_string(capability >= 86 ? 86 : 80);
-}
 
 // The schedules of a GPU class: the defaults, each knob's other values, then random ones.
 std::vector<Schedule> batch_schedules(const std::string &class_name, std::uint64_t seed, int random_count) {
@@ -130,14 +121,7 @@ void measure_pending(Record &record, const Compiler &compiler, Backend backend, 
                     break;
                 }
                 const CaseBench::Times t = bench.measure({nullptr, nullptr, &v.entry}, rounds, true);
-                CaseTimes times;
-                const double a = median(t.kernels[0]), b = median(t.kernels[1]);
-                times.library_s = std::min(a, b);
-                times.noise = std::max(a, b) / std::min(a, b) - 1;
-                times.schedule_s = median(t.kernels[2]);
-                times.copy_gbps = median(t.copy);
-                times.rounds = rounds;
-                m.cases[c.id] = times;
+                m.cases[c.id] = case_times(t, rounds);
             } catch (const std::exception &e) {
                 m.status = std::string("rejected: ") + e.what();
             }
@@ -174,6 +158,11 @@ void select_classes(Record &record) {
         }
         record.classes.push_back(result);
     }
+}
+
+std::string gpu_target(Backend backend, int capability) {
+    if (backend == Backend::opencl) return "x86-64-linux-sse41-opencl-cl_doubles";
+    return "x86-64-linux-sse41-cuda-cuda_capability_" + std::to_string(capability >= 86 ? 86 : 80);
 }
 
 }  // namespace magi2norm::tuning

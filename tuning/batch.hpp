@@ -13,6 +13,10 @@
 
 namespace magi2norm::tuning {
 
+// The Halide target of a GPU backend's candidates (host code SSE4.1, as the build's GPU
+// families): CUDA at the highest capability of the build's (80, 86) that `capability` runs.
+std::string gpu_target(Backend backend, int capability);
+
 void prepare_batch(Record &record, Compiler &compiler, Backend backend, int random_per_class);
 // Times every pending schedule (`rounds` interleaved rounds each case); prints its progress.
 void measure_pending(Record &record, const Compiler &compiler, Backend backend, int rounds);

@@ -229,4 +229,20 @@ std::vector<unsigned char> CaseBench::output(const detail::KernelEntry *kernel) 
     return std::vector<unsigned char>(bytes, bytes + out_bytes_);
 }
 
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+CaseTimes case_times(const CaseBench::Times &t, int rounds) {
+    CaseTimes c;
+    const double a = median(t.kernels[0]), b = median(t.kernels[1]);
+    c.library_s = std::min(a, b);
+    c.noise = std::max(a, b) / std::min(a, b) - 1;
+    c.schedule_s = median(t.kernels[2]);
+    c.copy_gbps = median(t.copy);
+    c.rounds = rounds;
+    return c;
+}
+
 }  // namespace magi2norm::tuning

@@ -14,6 +14,7 @@
 #include "kernels.hpp"
 #include "machine.hpp"
 #include "magi2norm/magi2norm.hpp"
+#include "record.hpp"
 
 namespace magi2norm::tuning {
 
@@ -74,5 +75,11 @@ private:
     bool read_output_ = false;
     std::uint64_t sink_ = 0;
 };
+
+double median(std::vector<double> v);
+
+// A schedule's times on a case from measure({nullptr, nullptr, schedule, ...}): the library's
+// variant timed twice (the faster its time, their spread the noise), the schedule third.
+CaseTimes case_times(const CaseBench::Times &t, int rounds);
 
 }  // namespace magi2norm::tuning

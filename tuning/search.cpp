@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 
+#include "batch.hpp"
 #include "bench.hpp"
 #include "strategy.hpp"
 
@@ -24,18 +25,8 @@ double now() {
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
-
 std::string target_for(Backend backend, const Machine &machine) {
-    switch (backend) {
-    case Backend::opencl: return "x86-64-linux-sse41-opencl-cl_doubles";
-    case Backend::cuda:
-        return "x86-64-linux-sse41-cuda-cuda_capability_" + std::to_string(machine.compute_capability >= 86 ? 86 : 80);
-    default: return machine.isa;
-    }
+    return backend == Backend::cpu ? machine.isa : gpu_target(backend, machine.compute_capability);
 }
 
 Scope scope_of(Backend backend) { return backend == Backend::cpu ? Scope::cpu : Scope::gpu; }
@@ -346,13 +337,7 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
                     std::vector<const detail::KernelEntry *> ks = {nullptr, nullptr, &run.kernels.at(key)[i]};
                     if (has_incumbent) ks.push_back(&run.kernels.at(schedule_key(*incumbent))[i]);
                     const CaseBench::Times t = run.benches[i]->measure(ks, options_.rounds, true);
-                    CaseTimes c;
-                    const double a = median(t.kernels[0]), b = median(t.kernels[1]);
-                    c.library_s = std::min(a, b);
-                    c.noise = std::max(a, b) / std::min(a, b) - 1;
-                    c.schedule_s = median(t.kernels[2]);
-                    c.copy_gbps = median(t.copy);
-                    c.rounds = options_.rounds;
+                    const CaseTimes c = case_times(t, options_.rounds);
                     const double inc_s = has_incumbent ? median(t.kernels[3]) : c.library_s;
                     log_sum += std::log(c.schedule_s / inc_s);
                     worse = worse || c.ratio() > 1 + std::max(c.noise, 0.01);
