@@ -1,11 +1,13 @@
 #include "search.hpp"
 
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -269,7 +271,11 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
             close(pipe_fd[0]);
             std::string verdict = "ok";
             try {
-                set_num_threads(1);
+                // One thread, through a host loop: Halide's pool (and halide_set_num_threads) takes
+                // a mutex that one of the parent's workers may have held at the fork.
+                set_parallel_for([](void *, int count, void (*task)(void *, int), void *task_context) {
+                    for (int i = 0; i < count; ++i) task(task_context, i);
+                });
                 for (std::size_t i = 0; i < cases.size() && verdict == "ok"; ++i) {
                     if (run.benches[i]->output(&kernels[i]) != run.expected[i]) {
                         verdict = "rejected: its output on " + cases[i]->id + " differs from the library's";
@@ -284,10 +290,23 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
         close(pipe_fd[1]);
         std::string verdict;
         char buffer[512];
-        for (ssize_t n; (n = read(pipe_fd[0], buffer, sizeof buffer)) > 0;) verdict.append(buffer, static_cast<std::size_t>(n));
+        // A check that hangs (a candidate that never ends) is ended after two minutes.
+        bool timed_out = false;
+        for (;;) {
+            pollfd ready{pipe_fd[0], POLLIN, 0};
+            if (poll(&ready, 1, 120000) <= 0) {
+                timed_out = true;
+                kill(pid, SIGKILL);
+                break;
+            }
+            const ssize_t n = read(pipe_fd[0], buffer, sizeof buffer);
+            if (n <= 0) break;
+            verdict.append(buffer, static_cast<std::size_t>(n));
+        }
         close(pipe_fd[0]);
         int status = 0;
         waitpid(pid, &status, 0);
+        if (timed_out) return "rejected: its check did not end within 120 s";
         if (WIFSIGNALED(status)) return "rejected: it faulted (signal " + std::to_string(WTERMSIG(status)) + ")";
         return verdict.empty() ? "rejected: the check ended without a verdict" : verdict;
     };
