@@ -5,8 +5,11 @@
 // stdout is pure JSON with --benchmark_format=json.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,18 @@ using namespace magi2norm::bench;
 
 constexpr std::int64_t kTinyCallTokens = 16;
 constexpr double kTinyCallWarmUpSeconds = 0.5;
+
+// Calls after an idle gap (run_after_idle_benchmark): the model's in-cache cases with one
+// modality, for ours and the hand-written bar, each call after 5 ms without calls.
+constexpr std::chrono::microseconds kIdleGap{5000};
+constexpr std::int64_t kIdleGapTokens[] = {16, 256};
+constexpr benchmark::IterationCount kIdleGapCalls = 100;
+
+bool measured_after_idle(const Case &c, const Implementation &impl) {
+    const bool tokens = std::find(std::begin(kIdleGapTokens), std::end(kIdleGapTokens), c.tokens) != std::end(kIdleGapTokens);
+    const bool model = c.norm == "pre_norm" || c.norm == "qk_norm" || c.norm == "mhc_norm" || c.norm == "final_norm";
+    return tokens && model && c.num_modality == 1 && (impl.name == "ours" || impl.name == "hand_avx2");
+}
 
 // Starts the Halide thread pool (shared by ours and the autoscheduled peers) before anything is
 // timed: a pre-norm at T = 4096 hands out enough tasks to wake every worker.
@@ -48,7 +63,7 @@ int main(int argc, char **argv) {
     // magi2norm::num_threads() reads 0 until the Halide runtime has run a pipeline.
     warm_thread_pool();
 
-    std::vector<Implementation> implementations = {ours(), ours_planned(), memcpy_reference(), scalar_peer()};
+    std::vector<Implementation> implementations = {ours(), ours_planned(), memcpy_reference(), scalar_peer(), hand_avx2_peer()};
     for (Implementation &form : ours_view_forms()) implementations.push_back(std::move(form));
     for (Implementation &peer : halide_autoscheduler_peers()) implementations.push_back(std::move(peer));
     std::string torch_note;
@@ -69,6 +84,13 @@ int main(int argc, char **argv) {
             // the case before them leaves running (the PyTorch peers' threads, say) fades within
             // about half a second, and their first repetitions would measure it instead.
             if (c.tokens <= kTinyCallTokens) b->MinWarmUpTime(kTinyCallWarmUpSeconds);
+            if (measured_after_idle(c, impl)) {
+                benchmark::RegisterBenchmark((c.name() + "/" + impl.name + "/after_idle_5ms").c_str(),
+                                             [c, impl](benchmark::State &state) { run_after_idle_benchmark(state, c, impl, kIdleGap); })
+                    ->UseManualTime()
+                    ->Iterations(kIdleGapCalls)
+                    ->Unit(benchmark::kMicrosecond);
+            }
         }
     }
 

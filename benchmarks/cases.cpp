@@ -73,6 +73,9 @@ std::vector<Case> all_cases() {
             }
         }
     }
+    // The pre-norm from memory between the two largest counts, where the hand-written bar
+    // (benchmarks/peer_hand_avx2.cpp, docs/benchmarks/hand_kernel.md) is also measured.
+    cases.push_back({"pre_norm", {3072}, DType::bf16, DType::bf16, 16384, 1, GroupingKind::none});
     return cases;
 }
 

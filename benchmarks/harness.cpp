@@ -1,6 +1,8 @@
 #include "harness.hpp"
 
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include "ceilings.hpp"
 
@@ -40,20 +42,27 @@ void set_counters(benchmark::State &state, const Case &c, const Workspace &ws, c
     state.counters["compute_threads"] = impl.threads;
 }
 
+// The implementation prepared on the case's workspace, after one untimed call on pair 0 that
+// warms code, caches of small cases and the thread pool, and proves the implementation computes
+// the norm (a wrong peer would not be a peer); null, with the benchmark skipped, if it does not.
+std::unique_ptr<Runner> prepare_checked(benchmark::State &state, Workspace &ws, const Implementation &impl) {
+    std::unique_ptr<Runner> runner = impl.prepare(ws);
+    const void *first = runner->run(0);
+    const std::string mismatch = impl.computes_norm ? ws.check(first) : std::string();
+    if (!mismatch.empty()) {
+        state.SkipWithError(mismatch.c_str());
+        return nullptr;
+    }
+    return runner;
+}
+
 }  // namespace
 
 void run_benchmark(benchmark::State &state, const Case &c, const Implementation &impl) {
     try {
         Workspace &ws = Workspace::of(c);
-        std::unique_ptr<Runner> runner = impl.prepare(ws);
-        // One untimed call on pair 0 warms code, caches of small cases and the thread pool, and
-        // proves the implementation computes the norm (a wrong peer would not be a peer).
-        const void *first = runner->run(0);
-        const std::string mismatch = impl.computes_norm ? ws.check(first) : std::string();
-        if (!mismatch.empty()) {
-            state.SkipWithError(mismatch.c_str());
-            return;
-        }
+        const std::unique_ptr<Runner> runner = prepare_checked(state, ws, impl);
+        if (!runner) return;
         const bool nearby = measures_nearby_ceilings(ws, impl);
         const Ceilings before = nearby ? ceilings_now() : ceilings();
         // Timed calls start on the pair the warm-up call did not just touch.
@@ -63,6 +72,44 @@ void run_benchmark(benchmark::State &state, const Case &c, const Implementation 
             pair = pair + 1 == ws.pairs() ? 0 : pair + 1;
         }
         set_counters(state, c, ws, impl, nearby ? average(before, ceilings_now()) : ceilings());
+    } catch (const std::exception &e) {
+        state.SkipWithError(e.what());
+    }
+}
+
+void run_after_idle_benchmark(benchmark::State &state, const Case &c, const Implementation &impl,
+                              std::chrono::microseconds idle) {
+    using Clock = std::chrono::steady_clock;
+    constexpr int kSteadyCalls = 8;
+    try {
+        Workspace &ws = Workspace::of(c);
+        const std::unique_ptr<Runner> runner = prepare_checked(state, ws, impl);
+        if (!runner) return;
+        std::size_t pair = 1 % ws.pairs();
+        const auto next = [&] {
+            const void *out = runner->run(pair);
+            pair = pair + 1 == ws.pairs() ? 0 : pair + 1;
+            return out;
+        };
+        Clock::duration after_idle{}, steady{};
+        for (auto _ : state) {
+            std::this_thread::sleep_for(idle);
+            const Clock::time_point start = Clock::now();
+            benchmark::DoNotOptimize(next());
+            const Clock::duration call = Clock::now() - start;
+            state.SetIterationTime(std::chrono::duration<double>(call).count());
+            after_idle += call;
+            const Clock::time_point steady_start = Clock::now();
+            for (int i = 0; i < kSteadyCalls; ++i) benchmark::DoNotOptimize(next());
+            steady += Clock::now() - steady_start;
+        }
+        const double calls = static_cast<double>(state.iterations());
+        const double steady_us = std::chrono::duration<double, std::micro>(steady).count() / (calls * kSteadyCalls);
+        const double after_idle_us = std::chrono::duration<double, std::micro>(after_idle).count() / calls;
+        state.SetBytesProcessed(static_cast<std::int64_t>(c.bytes_moved() * calls));
+        state.counters["steady_us"] = steady_us;
+        state.counters["rate_of_steady"] = steady_us / after_idle_us;
+        state.counters["compute_threads"] = impl.threads;
     } catch (const std::exception &e) {
         state.SkipWithError(e.what());
     }

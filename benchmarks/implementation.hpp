@@ -48,6 +48,9 @@ std::vector<Implementation> ours_view_forms();
 Implementation memcpy_reference();
 // The formula as a hand-written scalar loop.
 Implementation scalar_peer();
+// The library's own arithmetic written by hand in AVX2 intrinsics, two threads ("hand_avx2"): the
+// bar a tuned build is held to. Checks in its prepare that it gives the library's bits.
+Implementation hand_avx2_peer();
 // The project's Halide algorithm with each of Halide's autoschedulers instead of its schedule.
 std::vector<Implementation> halide_autoscheduler_peers();
 // PyTorch (libtorch) on the CPU: the model's formula, and torch::rms_norm. Empty, with `why`

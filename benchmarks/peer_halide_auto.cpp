@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "HalideRuntime.h"
 #include "implementation.hpp"
@@ -36,7 +37,8 @@ struct AutoKernel {
 #define MAGI2NORM_AUTO_PEER(scheduler, tokens, dim, in, out) \
     {#scheduler, tokens, dim, DType::in, DType::out,      \
      magi2_norm_auto_##scheduler##_t##tokens##_d##dim##_##in##_##out##_argv},
-constexpr AutoKernel kKernels[] = {
+// A vector, not an array: a build without autoschedulers lists none.
+const std::vector<AutoKernel> kKernels = {
 #include "magi2norm_auto_peer_list.inc"
 };
 #undef MAGI2NORM_AUTO_PEER
