@@ -47,6 +47,7 @@ build ships (-DMAGI2NORM_TUNING=<record>; docs/tuning.md, docs/tuning_record.md)
   --norms LIST        which of SPEC.md's norms: pre_norm,qk_norm,mhc_norm,final_norm
                       (default all; mhc_norm has both its output dtypes)
   --strategy NAME     coordinate (default): autoschedulers, coordinate descent, restarts;
+                      knobs: the same without the autoschedulers (no plugin compiles);
                       adams2019-sampling: the anchor, Adams2019 and its random-dropout samples
   --rounds N          interleaved timing rounds per comparison (default 7)
   --jobs N            candidates compiled at once (default: the cores)
@@ -105,7 +106,7 @@ int main(int argc, char **argv) {
             else usage("--backend is cpu, opencl or cuda");
         } else usage("unknown argument " + a);
     }
-    if (options.strategy != "coordinate" && options.strategy != "adams2019-sampling") usage("unknown --strategy " + options.strategy);
+    if (options.strategy != "coordinate" && options.strategy != "knobs" && options.strategy != "adams2019-sampling") usage("unknown --strategy " + options.strategy);
     options.record_path = record_path;
 
     const Machine machine = this_machine();

@@ -27,7 +27,7 @@ struct CaseTimes {
 struct Measured {
     std::string id;          // "bf16_bf16/d4096/b4M#7"
     std::string class_name;
-    std::string strategy;    // which search made it: coordinate | adams2019-sampling | autoschedulers
+    std::string strategy;    // which search made it: coordinate | knobs | adams2019-sampling | autoschedulers
     Schedule schedule;
     std::string status = "ok";  // or why it was rejected
     double compile_seconds = 0;

@@ -128,7 +128,7 @@ void Search::run() {
         if (!members.count(k.name)) classes.push_back(k);
         members[k.name].push_back(&c);
     }
-    const bool runtime = options_.strategy == "coordinate" && options_.backend == Backend::cpu;
+    const bool runtime = options_.strategy != "adams2019-sampling" && options_.backend == Backend::cpu;
     const double class_end = runtime ? end - options_.budget_seconds / 20 : end;
     for (std::size_t i = 0; i < classes.size(); ++i) {
         // An even share of what is left.
@@ -395,7 +395,7 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
     }
 
     // Halide's autoschedulers, each at the class's own estimates.
-    if (options_.backend == Backend::cpu) {
+    if (options_.backend == Backend::cpu && options_.strategy == "coordinate") {
         std::vector<Schedule> autos;
         for (const char *kind : {"adams2019", "li2018", "mullapudi2016"}) {
             Schedule s;
