@@ -6,14 +6,15 @@ set(MAGI2NORM_DTYPES f32 bf16 f16)
 
 # Halide target features common to every variant:
 #   large_buffers: tensors over 2 GiB (the model's reach several GiB);
-#   no_asserts:    the runtime checks every view, grouping and pointer before a call
-#                  (runtime/src/views.cpp, call_plan.cpp), so the generated checks of the same
-#                  facts are dropped (a sixth of a planned T = 1 call's instructions);
+#   no_asserts, no_bounds_query: the runtime checks every view, grouping and pointer before a
+#                 call (runtime/src/views.cpp, call_plan.cpp) and never asks a variant for its
+#                 bounds, so the generated checks and the bounds arithmetic (integer divisions)
+#                 that a call would compute first are dropped;
 #   strict_float: no fast-math rewriting, so NaN/Inf propagate as SPEC.md says and the FP32
 #                 result is the formula's, rounding step by rounding step;
 #   user_context: every call carries the runtime's per-call state (the caller's CUDA context
 #                 and stream) to Halide's runtime hooks.
-set(MAGI2NORM_FEATURES large_buffers no_asserts strict_float user_context)
+set(MAGI2NORM_FEATURES large_buffers no_asserts no_bounds_query strict_float user_context)
 list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
 
 set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)
