@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "halide_calls.hpp"
 #include "kernel_args.hpp"
@@ -66,8 +67,11 @@ void plan_backend(CallPlan &p, const ConstTensorView &x, const Grouping &groupin
         if (stream.stream == nullptr) {
             throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
         }
-        if (has_negative_stride(p.x) || has_negative_stride(p.out)) {
-            throw Error(ErrorCode::stride, "views of OpenCL buffers start at the buffer's first byte, so their strides must be >= 0");
+        for (const auto &[view, what] : {std::pair{&p.x, "input"}, std::pair{&p.out, "output"}}) {
+            if (has_negative_stride(*view)) {
+                throw Error(ErrorCode::stride, std::string(what) + " " + shape_string(view->shape) +
+                                                   " is an OpenCL buffer, which a view starts at the first byte of, so its strides must be >= 0");
+            }
         }
     }
 }

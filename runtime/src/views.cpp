@@ -32,6 +32,11 @@ void check_geometry(CheckedView &v, DType dtype, const std::vector<std::int64_t>
     v.count = count_elements(v.shape);
     v.strides = strides.empty() ? contiguous_dims(v.shape) : Dims(strides, what);
     v.lo_bytes = v.hi_bytes = 0;
+    // An axis of extent 1 never steps, and an empty view addresses nothing: their strides are
+    // held as 0, so that no later check (overflow, alignment, contiguity, overlap) sees them.
+    for (std::size_t i = 0; i < v.shape.size(); ++i) {
+        if (v.count == 0 || v.shape[i] == 1) v.strides[i] = 0;
+    }
     if (v.count == 0) return;
 
     // Lowest and highest element offsets, then bytes; every step checked for overflow.

@@ -52,8 +52,8 @@ void row_major_strides(const Shape &shape, Strides &strides) {
     }
 }
 
-// A view whose geometry has been checked: strides resolved (row-major when none were given),
-// element count, and the bytes its elements touch, [lo_bytes, hi_bytes) from its element 0
+// A view whose geometry has been checked: strides resolved (row-major when none were given;
+// 0 on axes of extent 1 and on every axis of an empty view, which address nothing), element count, and the bytes its elements touch, [lo_bytes, hi_bytes) from its element 0
 // (both 0 for 0 elements). `data` is set by check_view, null after check_geometry.
 struct CheckedView {
     const void *data = nullptr;
