@@ -75,32 +75,6 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
     return v;
 }
 
-void check_no_self_alias(const CheckedView &view, const char *what) {
-    if (view.count <= 1) return;
-    // Sorted by |stride|, each axis must step past everything the inner axes cover.
-    std::array<std::size_t, kMaxRank> axes{};
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < view.shape.size(); ++i) {
-        if (view.shape[i] > 1) axes[n++] = i;
-    }
-    std::sort(axes.begin(), axes.begin() + n, [&](std::size_t a, std::size_t b) {
-        return std::llabs(view.strides[a]) < std::llabs(view.strides[b]);
-    });
-    std::int64_t covered = 1;  // elements spanned by the inner axes, in units of one element
-    for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t axis = axes[k];
-        const std::int64_t stride = std::llabs(view.strides[axis]);
-        if (stride < covered) {
-            throw Error(ErrorCode::stride, std::string(what) + " axis " + std::to_string(axis) + " (stride " +
-                                               std::to_string(view.strides[axis]) + ", extent " +
-                                               std::to_string(view.shape[axis]) +
-                                               ") may address the same memory as the axes inside it: output strides"
-                                               " must order the axes without interleaving");
-        }
-        covered = stride * (view.shape[axis] - 1) + covered;
-    }
-}
-
 void copy_elements(const CheckedView &src, void *dst, const Dims &dst_strides) {
     if (src.count == 0) return;
     const auto elem = static_cast<std::int64_t>(dtype_size(src.dtype));

@@ -83,9 +83,6 @@ AddressRange address_range(const CheckedView &view, const void *data, const char
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
                        const std::vector<std::int64_t> &strides, const char *what);
 
-// For a view that is written: throws Error(stride) if two of its elements share memory.
-void check_no_self_alias(const CheckedView &view, const char *what);
-
 // Copies every element of `src` into the element of `dst` at the same index (same shape and
 // element size; strides may differ).
 void copy_elements(const CheckedView &src, void *dst, const Dims &dst_strides);
