@@ -67,16 +67,25 @@ struct Workers {
     std::uint8_t *closure;
     std::atomic<int> next{0};
     std::atomic<int> result{0};
+    // Released by the caller before the pool starts and acquired by each worker first, and
+    // released by each worker at its end and acquired by the caller once the pool returns:
+    // Halide's pool synchronises through its own uninstrumented mutex, which ThreadSanitizer
+    // cannot see, so these order the workers' accesses visibly after the caller's setup and
+    // before the caller's next use of its stack.
+    std::atomic<int> started{0}, finished{0};
 };
 
 int run_worker(void *user_context, int, std::uint8_t *closure) {
     auto *w = reinterpret_cast<Workers *>(closure);
+    w->started.load(std::memory_order_acquire);
     for (int i = w->next.fetch_add(1); i < w->size && w->result.load(std::memory_order_relaxed) == 0; i = w->next.fetch_add(1)) {
         const int result = halide_do_task(user_context, w->task, w->min + i, w->closure);
         int none = 0;
         if (result != 0) w->result.compare_exchange_strong(none, result);
     }
-    return w->result.load();
+    const int result = w->result.load();
+    w->finished.fetch_add(1, std::memory_order_release);
+    return result;
 }
 
 int forward_par_for(void *user_context, halide_task_t task, int min, int size, std::uint8_t *closure) {
@@ -92,7 +101,11 @@ int forward_par_for(void *user_context, halide_task_t task, int min, int size, s
     // No more tasks than threads: the pool may hold more threads than the call may use.
     if (call->num_threads < size) {
         Workers workers{task, min, size, closure};
-        return halide_default_do_par_for(user_context, run_worker, 0, call->num_threads, reinterpret_cast<std::uint8_t *>(&workers));
+        workers.started.store(1, std::memory_order_release);
+        const int result =
+            halide_default_do_par_for(user_context, run_worker, 0, call->num_threads, reinterpret_cast<std::uint8_t *>(&workers));
+        workers.finished.load(std::memory_order_acquire);
+        return result;
     }
     return halide_default_do_par_for(user_context, task, min, size, closure);
 }
