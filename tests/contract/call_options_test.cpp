@@ -103,7 +103,14 @@ TEST_F(CallOptionsTest, TheProcessThreadCountTakesEffectForLaterCalls) {
 TEST_F(CallOptionsTest, AFallingThreadCountTakesEffectThoughThePoolKeepsItsThreads) {
     slow_tasks = true;
     magi2norm::set_num_threads(4);
-    EXPECT_GT(threads_of({}).size(), 2u) << "the pool grew to more than two threads";
+    // Threads the pool starts may wake too late for one call on a loaded machine: calls until
+    // more than two have run tasks.
+    std::set<std::thread::id> pool;
+    for (int call = 0; call < 50 && pool.size() <= 2; ++call) {
+        const std::set<std::thread::id> used = threads_of({});
+        pool.insert(used.begin(), used.end());
+    }
+    EXPECT_GT(pool.size(), 2u) << "the pool grew to more than two threads";
     magi2norm::set_num_threads(2);
     for (int call = 0; call < 5; ++call) EXPECT_LE(threads_of({}).size(), 2u);
     magi2norm::set_num_threads(1);
