@@ -317,6 +317,24 @@ TEST(Determinism, ThreadsRunsAndGroupingForms) {
     EXPECT_TRUE(ref::identical(by_sizes.dweight.view(), first.dweight.view()));
 }
 
+// r is the forward's bit for bit: one row with dy = 1 has dscale = n exactly (one FP32 product,
+// summed in FP64 and rounded back), which the forward with a zero weight (scale 1) writes as y.
+TEST(SharedRowSum, DscaleOfOneRowIsTheForwardsOutput) {
+    for (const ref::Shape &shape : {ref::Shape{1, 3072}, ref::Shape{1, 37}, ref::Shape{1, 12288}}) {
+        for (DType x : {DType::f32, DType::bf16, DType::f16}) {
+            Inputs in = make_inputs(x, DType::f32, DType::f32, shape, 1, 1, GroupingKind::none, 12);
+            for (std::int64_t i = 0; i < in.dy.size(); ++i) in.dy.set(i, 1.0f);
+            for (std::int64_t i = 0; i < in.weight.size(); ++i) in.weight.set(i, 0.0f);
+            const Result r = run_backward(in, DType::f32, DType::f32);
+            const magi2norm::RMSNorm norm(in.config, in.weight.view());
+            ref::HostTensor y(DType::f32, shape);
+            norm.forward(in.x.view(), magi2norm::Grouping::none(), y.view(), DType::f32);
+            const magi2norm::ConstTensorView y_row(y.data(), DType::f32, {shape[1]});
+            EXPECT_TRUE(ref::identical(r.dweight.view(), y_row)) << ref::format_shape(shape) << " " << magi2norm::dtype_name(x);
+        }
+    }
+}
+
 // Grouping by ids with M = 1 and no grouping at all are the same call.
 TEST(Determinism, OneModalityIdsEqualsNone) {
     Inputs in = make_inputs(DType::f32, DType::f32, DType::f32, {300, 256}, 1, 1, GroupingKind::ids, 11);
