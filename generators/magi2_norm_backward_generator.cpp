@@ -103,8 +103,10 @@ public:
         s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
         *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
 
-        for (auto *b : {x, dy}) b->dim(0).set_stride(Expr());
-        dx->dim(0).set_stride(Expr());
+        // Dense rows (the runtime copies other views): fused stages cannot be specialized on
+        // strides, and unknown strides vectorize as gathers.
+        for (auto *b : {x, dy}) b->dim(0).set_stride(1);
+        dx->dim(0).set_stride(1);
         scale->dim(1).set_stride(Expr());
         s.heads_per_dx_row = k;
         s.dim = dim;

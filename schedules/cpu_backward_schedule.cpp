@@ -29,8 +29,7 @@ void schedule_cpu_backward(BackwardStages &s, const Target &target) {
     s.sum_gn_lanes.update().vectorize(s.lane);
     s.dx_summed.compute_at(s.dx, s.h);
 
-    // Vectors over d, for any strides: a stage fused with another cannot be specialized.
-    // GuardWithIf, not ShiftInwards: an in-place dx would recompute the shifted elements from dy
+    // Vectors over dense rows (the runtime sends only those). GuardWithIf, not ShiftInwards: an in-place dx would recompute the shifted elements from dy
     // it has already overwritten.
     s.dx.vectorize(s.d, vec, TailStrategy::GuardWithIf);
     s.dx_summed.vectorize(s.d, vec, TailStrategy::GuardWithIf);

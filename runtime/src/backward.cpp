@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -167,9 +168,11 @@ void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &c
     HalideBuffer<3> partials(halide_type_t(halide_type_float, 64));
     for (int axis = 0; axis < 4; ++axis) {
         const std::int64_t extent = axis == 3 ? s.count : l.extent[axis];
-        xb.set_dim(axis, extent, l.x_stride[axis]);
-        dyb.set_dim(axis, extent, l.out_stride[axis]);
-        dxb.set_dim(axis, axis == 1 ? extent / g.heads_per_dx_row : extent, g.dx_stride[axis]);
+        // Rows are dense (unit stride along d, which a row of one element may not say).
+        const auto stride = [&](std::int64_t s) { return axis == 0 ? 1 : s; };
+        xb.set_dim(axis, extent, stride(l.x_stride[axis]));
+        dyb.set_dim(axis, extent, stride(l.out_stride[axis]));
+        dxb.set_dim(axis, axis == 1 ? extent / g.heads_per_dx_row : extent, stride(g.dx_stride[axis]));
     }
     const auto at = [&](const void *base, std::int64_t stride, DType dtype) {
         return static_cast<const char *>(base) + s.first * stride * static_cast<std::int64_t>(dtype_size(dtype));
@@ -202,6 +205,13 @@ std::vector<std::int64_t> segment_sizes(const Geometry &g, const Grouping &group
     return sizes;
 }
 
+// The elements of checked view `v` at `data`, contiguous at `to`.
+void copy_view(const CheckedView &v, const void *data, void *to) {
+    CheckedView source = v;
+    source.data = data;
+    copy_elements(source, to, contiguous_dims(v.shape));
+}
+
 // dscale[m][p][d]: each modality's partials added block by block, in FP64, rounded once.
 std::vector<float> run_kernels(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy,
                                void *dx, const std::vector<std::int64_t> &sizes) {
@@ -221,12 +231,7 @@ std::vector<float> run_kernels(const Geometry &g, const BackwardKernel &kernel, 
         s.partials = partials.data();
         s.scale = g.p.norm->scale.data() + static_cast<std::int64_t>(m) * row;
         run_segment(g, kernel, call, x, dy, dx, s);
-        std::fill(sum.begin(), sum.end(), 0.0);
-        for (std::int64_t b = 0; b < s.blocks; ++b) {
-            const double *block = partials.data() + b * row;
-            for (std::int64_t i = 0; i < row; ++i) sum[i] += block[i];
-        }
-        for (std::int64_t i = 0; i < row; ++i) dscale[m * row + i] = static_cast<float>(sum[i]);
+        add_partials(partials.data(), s.blocks, row, sum.data(), dscale.data() + m * row);
     }
     return dscale;
 }
@@ -270,6 +275,15 @@ void write_dweight(const Geometry &g, const std::vector<float> &dscale, void *dw
 
 }  // namespace
 
+void add_partials(const double *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale) {
+    std::fill(sum, sum + row, 0.0);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const double *block = partials + b * row;
+        for (std::int64_t i = 0; i < row; ++i) sum[i] += block[i];
+    }
+    for (std::int64_t i = 0; i < row; ++i) dscale[i] = static_cast<float>(sum[i]);
+}
+
 std::int64_t partial_block_tokens(std::int64_t token_elements) {
     const std::int64_t token = std::max<std::int64_t>(1, token_elements);
     return std::clamp<std::int64_t>((kBlockElements + token - 1) / token, kMinBlockTokens, std::numeric_limits<std::int32_t>::max());
@@ -285,21 +299,41 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
 
     std::vector<float> dscale;
-    if (g.p.takes_ids && g.p.tokens > 0 && g.p.out.count > 0) {
-        // By ids: the tokens permuted into modality order (the dispatcher's stable order), so
-        // each modality's blocks hold the same tokens as a call by sizes on dispatched tensors.
-        const ModalityDispatcher dispatcher(grouping.token_ids(), g.p.tokens, norm.config.num_modality);
-        const auto dense = [](const CheckedView &v, std::vector<unsigned char> &memory) {
+    const bool dense = g.p.layout.extent[0] == 1 ||
+                       (g.p.layout.x_stride[0] == 1 && g.p.layout.out_stride[0] == 1 && g.dx_stride[0] == 1);
+    if (g.p.out.count > 0 && (g.p.takes_ids || !dense)) {
+        // Through contiguous copies of x and dy, dx copied back: by ids permuted into modality
+        // order (the dispatcher's stable order), so each modality's blocks hold the same tokens,
+        // in the same order, as the call by sizes on dispatched tensors; rows that are not dense
+        // (the kernel reads dense rows) in their own order.
+        const auto dense_copy = [](const CheckedView &v, std::vector<unsigned char> &memory) {
             memory.resize(static_cast<std::size_t>(v.count) * dtype_size(v.dtype));
             return TensorView(memory.data(), v.dtype, v.shape.to_vector());
         };
         std::vector<unsigned char> x_memory, dy_memory, dx_memory;
-        const TensorView x_sorted = dense(g.p.x, x_memory), dy_sorted = dense(g.p.out, dy_memory), dx_sorted = dense(g.dx, dx_memory);
-        dispatcher.dispatch(x, x_sorted);
-        dispatcher.dispatch(dy, dy_sorted);
-        Geometry sorted = plan_backward(norm, x_sorted, dy_sorted, Grouping::sizes(dispatcher.group_sizes()), dx_sorted, dweight, options);
-        dscale = run_kernels(sorted, kernel, call, x_sorted.data, dy_sorted.data, dx_sorted.data, dispatcher.group_sizes());
-        dispatcher.undispatch(dx_sorted, dx);
+        const TensorView x_copy = dense_copy(g.p.x, x_memory), dy_copy = dense_copy(g.p.out, dy_memory);
+        const TensorView dx_copy = dense_copy(g.dx, dx_memory);
+        std::optional<ModalityDispatcher> dispatcher;
+        if (g.p.takes_ids) {
+            dispatcher.emplace(grouping.token_ids(), g.p.tokens, norm.config.num_modality);
+            dispatcher->dispatch(x, x_copy);
+            dispatcher->dispatch(dy, dy_copy);
+        } else {
+            copy_view(g.p.x, x.data, x_copy.data);
+            copy_view(g.p.out, dy.data, dy_copy.data);
+        }
+        const std::vector<std::int64_t> sizes = dispatcher ? dispatcher->group_sizes() : segment_sizes(g, grouping);
+        const Geometry copies = plan_backward(norm, x_copy, dy_copy, dispatcher ? Grouping::sizes(sizes) : grouping, dx_copy,
+                                              dweight, options);
+        dscale = run_kernels(copies, kernel, call, x_copy.data, dy_copy.data, dx_copy.data, sizes);
+        if (dispatcher) {
+            dispatcher->undispatch(dx_copy, dx);
+        } else {
+            CheckedView result = g.dx;
+            result.data = dx_copy.data;
+            result.strides = contiguous_dims(g.dx.shape);
+            copy_elements(result, dx.data, g.dx.strides);
+        }
     } else {
         dscale = run_kernels(g, kernel, call, x.data, dy.data, dx.data, segment_sizes(g, grouping));
     }

@@ -2,6 +2,8 @@
 // dy's and dweight's, the kernel per modality's tokens, and the weight gradient's fixed-order sum.
 #pragma once
 
+#include <cstdint>
+
 #include "magi2norm/magi2norm.hpp"
 #include "norm_state.hpp"
 
@@ -18,5 +20,9 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
 constexpr std::int64_t kBlockElements = std::int64_t{1} << 17;
 constexpr std::int64_t kMinBlockTokens = 64;
 std::int64_t partial_block_tokens(std::int64_t token_elements);
+
+// One modality's dscale (`row` = P * D values) from its partials [blocks][row]: the blocks added
+// in block order in FP64 (`sum`, row doubles of scratch), rounded to FP32 once.
+void add_partials(const double *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale);
 
 }  // namespace magi2norm::detail
