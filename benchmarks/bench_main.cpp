@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ceilings.hpp"
+#include "backward_bench.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -93,6 +94,8 @@ int main(int argc, char **argv) {
             }
         }
     }
+
+    register_backward_benchmarks();
 
     const Ceilings &ceiling = ceilings();
     std::fprintf(stderr, "ceilings with %d threads: memcpy %.1f GB/s, copy %.1f GB/s, streaming copy %.1f GB/s\n",

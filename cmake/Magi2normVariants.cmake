@@ -322,3 +322,42 @@ function(_magi2norm_streaming_library name alignment)
     add_custom_target(${name} DEPENDS ${objects})
     set(MAGI2NORM_STREAMING_OBJECTS ${objects} PARENT_SCOPE)
 endfunction()
+
+# magi2norm_add_backward_variants(TARGETS <halide targets...> [PARAMS <generator params...>])
+# The backward's CPU variants (generators/magi2_norm_backward_generator.cpp), one per (x, dy, dx)
+# dtypes: dy in x's dtype or FP32 (the forward's output in the model: the input's dtype or FP32,
+# SPEC.md's table), dx in any dtype; 15 variants instead of 27, as other dy dtypes have no
+# forward that makes them. Appends to MAGI2NORM_VARIANT_OBJECTS, MAGI2NORM_VARIANT_TARGETS and
+# MAGI2NORM_BACKWARD_KERNEL_ENTRIES (one X-macro line per variant) in the caller's scope.
+function(magi2norm_add_backward_variants)
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "" "TARGETS;PARAMS")
+    set(objects "")
+    set(targets "")
+    set(entries "")
+    foreach (in_type IN LISTS MAGI2NORM_DTYPES)
+        set(dy_types ${in_type})
+        if (NOT in_type STREQUAL "f32")
+            list(APPEND dy_types f32)
+        endif ()
+        foreach (dy_type IN LISTS dy_types)
+            foreach (dx_type IN LISTS MAGI2NORM_DTYPES)
+                set(name "magi2_norm_backward_cpu_${in_type}_${dy_type}_${dx_type}")
+                add_halide_library(${name} FROM magi2norm.generator
+                    GENERATOR magi2_norm_backward
+                    TARGETS ${ARG_TARGETS}
+                    FEATURES ${MAGI2NORM_FEATURES}
+                    USE_RUNTIME ${MAGI2NORM_RUNTIME}
+                    PARAMS in_type=${in_type} dy_type=${dy_type} dx_type=${dx_type} ${ARG_PARAMS})
+                foreach (t IN LISTS ARG_TARGETS)
+                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
+                endforeach ()
+                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
+                list(APPEND targets ${name})
+                string(APPEND entries "MAGI2NORM_BACKWARD_KERNEL(${in_type}, ${dy_type}, ${dx_type})\n")
+            endforeach ()
+        endforeach ()
+    endforeach ()
+    set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
+    set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
+    set(MAGI2NORM_BACKWARD_KERNEL_ENTRIES "${MAGI2NORM_BACKWARD_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)
+endfunction()

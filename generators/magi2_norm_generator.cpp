@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "cpu_schedule.h"
-#include "float_codecs.h"
 #include "gpu_schedule.h"
 #include "kernel_abi.h"
+#include "norm_pieces.h"
 #include "norm_stages.h"
 
 namespace magi2norm::algorithm {
@@ -36,34 +36,6 @@ using namespace Halide;
 // family adds the same squares together (see generate()).
 using abi::kSumLanes;
 using abi::kMaxGroups;
-
-enum class Storage { F32, BF16, F16 };
-
-const std::map<std::string, Storage> kStorageNames = {
-    {"f32", Storage::F32}, {"bf16", Storage::BF16}, {"f16", Storage::F16}};
-
-Type element_type(Storage s) { return s == Storage::F32 ? Float(32) : UInt(16); }
-
-Expr decode(Storage s, const Expr &v, const Target &target) {
-    switch (s) {
-    case Storage::BF16: return bf16_to_f32(v);
-    case Storage::F16: return f16_codec_is_native(target) ? f16_to_f32_native(v) : f16_to_f32(v);
-    default: return v;
-    }
-}
-
-// The NaNs the FP32 result can hold (NanBits): those of `in` on `target`'s arithmetic.
-NanBits result_nans(Storage in, const Target &target) {
-    return in == Storage::BF16 && !target.has_gpu_feature() ? NanBits::low_half_clear : NanBits::any;
-}
-
-Expr encode(Storage s, const Expr &v, NanBits nans, const Target &target) {
-    switch (s) {
-    case Storage::BF16: return f32_to_bf16(v, nans);
-    case Storage::F16: return f16_codec_is_native(target) ? f32_to_f16_native(v) : f32_to_f16(v);
-    default: return v;
-    }
-}
 
 class Magi2Norm : public Generator<Magi2Norm> {
 public:
@@ -189,29 +161,7 @@ private:
     void define_inverse_rms(schedules::NormStages &s, const Expr &dim) {
         s.dim = dim;
         s.inv_rms = Func("inv_rms");
-        s.inv_rms(s.h, s.a, s.t) = 1.0f / sqrt(cast<float>(s.sum_squares(s.h, s.a, s.t)) / cast<float>(dim) + *eps);
-    }
-
-    // The FP64 sum of the 16 lanes' sums, as a tree: lane l with lane l + 8, then + 4, + 2, + 1,
-    // so the last lane is added after 4 dependent additions instead of 16 (a row's sum, sqrt and
-    // divide are one dependent chain before its output starts, which short rows feel). The same
-    // tree on every CPU form and path, so their results agree bit for bit.
-    static Expr lane_tree(const std::function<Expr(int)> &lane) {
-        std::vector<Expr> sums;
-        for (int l = 0; l < kSumLanes; ++l) sums.push_back(lane(l));
-        for (std::size_t half = sums.size() / 2; half > 0; half /= 2) {
-            for (std::size_t l = 0; l < half; ++l) sums[l] = sums[l] + sums[l + half];
-            sums.resize(half);
-        }
-        return sums[0];
-    }
-
-    // One lane's FP32 partial of a block, widened to FP64: its `steps` squares square_at(0),
-    // square_at(1), ... added left to right (both forms index their squares differently).
-    static Expr partial_sum(int steps, const std::function<Expr(int)> &square_at) {
-        Expr partial = square_at(0);
-        for (int k = 1; k < steps; ++k) partial = partial + square_at(k);
-        return cast<double>(partial);
+        s.inv_rms(s.h, s.a, s.t) = inverse_rms(s.sum_squares(s.h, s.a, s.t), dim, *eps);
     }
 
     // The formula over elements: any dtype pair, any strides.
@@ -221,30 +171,24 @@ private:
         Func xf("xf");
         xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
 
-        const int block = kSumLanes * s.sum_steps;
         Func square("square");
         square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
-        // Positions past the row read as zero squares: adding 0 is exact, so the last, partial
-        // block adds the row's own squares in the same order as a whole block would. The
-        // boundary condition marks its test `likely`, so Halide peels the last block off the
-        // loop and whole blocks run without the test.
-        Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
-        const auto partial_at = [&](const Expr &first) {
-            return partial_sum(s.sum_steps, [&](int k) { return padded(first + k * kSumLanes, h, a, t); });
-        };
-        Expr blocks = (dim + block - 1) / block;
         if (get_target().has_gpu_feature()) {
             // The GPU schedule spreads (lane, block) over its threads and reduces them itself.
+            // Positions past the row read as zero squares, as in cpu_row_sum.
+            const int block = kSumLanes * s.sum_steps;
+            Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
+            Expr blocks = (dim + block - 1) / block;
             s.blocks = RDom(0, kSumLanes, 0, blocks, "blocks");
             s.sum_squares(h, a, t) = cast<double>(0);
-            s.sum_squares(h, a, t) += partial_at(s.blocks.y * block + s.blocks.x);
+            s.sum_squares(h, a, t) += partial_sum(s.sum_steps, [&](int k) {
+                return padded(s.blocks.y * block + s.blocks.x + k * kSumLanes, h, a, t);
+            });
         } else {
-            Var lane = s.lane;
-            s.blocks = RDom(0, blocks, "blocks");
-            s.lane_sums = Func("lane_sums");
-            s.lane_sums(lane, h, a, t) = cast<double>(0);
-            s.lane_sums(lane, h, a, t) += partial_at(s.blocks * block + lane);
-            s.sum_squares(h, a, t) = lane_tree([&](int l) { return s.lane_sums(l, h, a, t); });
+            RowSum sum = cpu_row_sum(square, dim, s.sum_steps, s.lane, "sum_squares");
+            s.blocks = sum.blocks;
+            s.lane_sums = sum.lane_sums;
+            s.sum_squares = sum.sum;
         }
         define_inverse_rms(s, dim);
 

@@ -9,6 +9,7 @@
 #include "apply_command.hpp"
 #include "cli_args.hpp"
 #include "demo_command.hpp"
+#include "grad_command.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace {
@@ -20,6 +21,10 @@ const char kUsage[] =
     "      Normalizes IN's `x` with IN's `weight`, grouped by `modality` (I32 ids per token) or\n"
     "      `group_sizes` (I32/I64) when present; parameters come from IN's __metadata__ unless a\n"
     "      flag overrides them. Writes `y` (in the output dtype) and `y_f32` (pre-cast) to OUT.\n"
+    "  magi2-norm grad IN.safetensors OUT.safetensors [apply's flags] [--dx-dtype f32|bf16|f16]\n"
+    "      The backward: from IN's `x`, `dy` (the output's gradient), `weight` and grouping, with\n"
+    "      apply's parameters plus dx_dtype (default: x's), writes `dx`, `dweight` (the weight's\n"
+    "      dtype), `dx_f32` and `dscale_f32` (the FP32 results before their casts) to OUT.\n"
     "  magi2-norm demo [--tokens T] [--threads N] [--json]\n"
     "      Times the MAGI-2 Preview norms on T (default 4096) synthetic tokens against the\n"
     "      machine's copy bandwidth and checks sampled rows against a scalar reference.\n"
@@ -45,6 +50,7 @@ int main(int argc, char **argv) {
     const std::vector<std::string> rest(args.begin() + 1, args.end());
     try {
         if (args[0] == "apply") return magi2norm::cli::run_apply(rest);
+        if (args[0] == "grad") return magi2norm::cli::run_grad(rest);
         if (args[0] == "demo") return magi2norm::cli::run_demo(rest);
         return fail(2, "unknown command '" + args[0] + "'");
     } catch (const magi2norm::cli::UsageError &e) {

@@ -76,51 +76,6 @@ void plan_backend(CallPlan &p, const ConstTensorView &x, const Grouping &groupin
     }
 }
 
-// The grouping's kernel arguments: group starts (by sizes, up to kMaxGroups modalities), per-token
-// ids made here (by sizes past that, host memory only), or the caller's ids at run time.
-void plan_grouping(CallPlan &p, const NormConfig &config, const Grouping &grouping) {
-    if (!p.layout.has_token_axis) {
-        if (config.num_modality > 1) {
-            throw Error(ErrorCode::grouping, "num_modality > 1 needs a token axis separate from the pattern axis; the input " +
-                                                 shape_string(p.x.shape) + " has none");
-        }
-        if (grouping.kind() != Grouping::Kind::none) {
-            throw Error(ErrorCode::grouping, "grouping needs a token axis; the input " + shape_string(p.x.shape) + " has none");
-        }
-    }
-    if (config.num_modality > 1 && grouping.kind() == Grouping::Kind::none) {
-        throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config.num_modality) +
-                                             " but no grouping (group sizes or modality ids) was given");
-    }
-    p.tokens = p.layout.extent[3];
-    p.group_starts.fill(std::numeric_limits<std::int32_t>::max());
-    if (grouping.kind() == Grouping::Kind::ids) {
-        if (grouping.num_tokens() != p.tokens) {
-            throw Error(ErrorCode::grouping, "got " + std::to_string(grouping.num_tokens()) + " modality ids for " +
-                                                 std::to_string(p.tokens) + " tokens");
-        }
-        p.checks_ids = true;
-        // With one modality every id is 0 (the kernel clamps any id to [0, M)): none are passed.
-        p.takes_ids = config.num_modality > 1;
-        return;
-    }
-    if (grouping.kind() != Grouping::Kind::sizes) return;
-    const bool as_starts = config.num_modality <= abi::kMaxGroups;
-    if (!as_starts && p.memory == Memory::device) {
-        throw Error(ErrorCode::grouping, "with device memory, grouping by sizes supports up to " +
-                                             std::to_string(abi::kMaxGroups) + " modalities (num_modality is " +
-                                             std::to_string(config.num_modality) + "); pass per-token ids");
-    }
-    if (!as_starts) p.ids_from_sizes.resize(static_cast<std::size_t>(p.tokens));
-    walk_group_sizes(config, grouping, p.tokens, [&](std::size_t m, std::int64_t first, std::int64_t size) {
-        if (!as_starts) {
-            std::fill_n(p.ids_from_sizes.begin() + first, size, static_cast<std::int32_t>(m));
-        } else if (m > 0) {
-            p.group_starts[m - 1] = static_cast<std::int32_t>(first);
-        }
-    });
-}
-
 // Whether the streaming-store variants can store this layout aligned, whatever its first
 // element's address: rows dense and a multiple of the alignment long, every other stride of an
 // axis longer than 1 a multiple of it (generators/magi2_norm_generator.cpp, require_streaming_layout).
@@ -170,31 +125,6 @@ Region view_region(const CallPlan &p, const CheckedView &v, const void *data, co
     return r;
 }
 
-// Per-token ids: the pointer, its place apart from the output (the kernel writes the output
-// while it reads them), then their values where the host can read them (device ids are clamped
-// to [0, M) by the kernel).
-void check_ids(const CallPlan &p, const std::int32_t *ids, const Region &out) {
-    if (p.tokens == 0) return;
-    if (ids == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
-    const auto bytes = static_cast<std::uint64_t>(p.tokens) * sizeof(std::int32_t);
-    const std::string what = "modality ids for " + std::to_string(p.tokens) + " tokens need";
-    const Dims shape(1, p.tokens), strides(1, 1);
-    Region span = p.cl_buffers ? cl_region(ids, bytes, ErrorCode::grouping, what)
-                               : Region{nullptr, reinterpret_cast<std::uintptr_t>(ids), reinterpret_cast<std::uintptr_t>(ids) + bytes};
-    span.elem_bytes = sizeof(std::int32_t);
-    span.shape = &shape;
-    span.strides = &strides;
-    check_disjoint(span, "modality ids", out, "output", "the kernel would overwrite ids it reads");
-    if (p.memory != Memory::host) return;
-    const std::int64_t m = p.norm->config.num_modality;
-    for (std::int64_t t = 0; t < p.tokens; ++t) {
-        if (ids[t] < 0 || ids[t] >= m) {
-            throw Error(ErrorCode::modality_id, "token " + std::to_string(t) + " has modality id " + std::to_string(ids[t]) +
-                                                    ", outside [0, " + std::to_string(m) + ")");
-        }
-    }
-}
-
 // `kernel` on pointers that passed their checks.
 void launch(const CallPlan &p, const KernelEntry &kernel, const void *x, void *out, const std::int32_t *ids) {
     const bool paired = kernel.form == Form::paired_words;
@@ -234,6 +164,76 @@ CallSize call_size(const CallPlan &p) {
 }
 
 }  // namespace
+
+// The grouping's kernel arguments: group starts (by sizes, up to kMaxGroups modalities), per-token
+// ids made here (by sizes past that, host memory only), or the caller's ids at run time.
+void plan_grouping(CallPlan &p, const NormConfig &config, const Grouping &grouping) {
+    if (!p.layout.has_token_axis) {
+        if (config.num_modality > 1) {
+            throw Error(ErrorCode::grouping, "num_modality > 1 needs a token axis separate from the pattern axis; the input " +
+                                                 shape_string(p.x.shape) + " has none");
+        }
+        if (grouping.kind() != Grouping::Kind::none) {
+            throw Error(ErrorCode::grouping, "grouping needs a token axis; the input " + shape_string(p.x.shape) + " has none");
+        }
+    }
+    if (config.num_modality > 1 && grouping.kind() == Grouping::Kind::none) {
+        throw Error(ErrorCode::grouping, "num_modality is " + std::to_string(config.num_modality) +
+                                             " but no grouping (group sizes or modality ids) was given");
+    }
+    p.tokens = p.layout.extent[3];
+    p.group_starts.fill(std::numeric_limits<std::int32_t>::max());
+    if (grouping.kind() == Grouping::Kind::ids) {
+        if (grouping.num_tokens() != p.tokens) {
+            throw Error(ErrorCode::grouping, "got " + std::to_string(grouping.num_tokens()) + " modality ids for " +
+                                                 std::to_string(p.tokens) + " tokens");
+        }
+        p.checks_ids = true;
+        // With one modality every id is 0 (the kernel clamps any id to [0, M)): none are passed.
+        p.takes_ids = config.num_modality > 1;
+        return;
+    }
+    if (grouping.kind() != Grouping::Kind::sizes) return;
+    const bool as_starts = config.num_modality <= abi::kMaxGroups;
+    if (!as_starts && p.memory == Memory::device) {
+        throw Error(ErrorCode::grouping, "with device memory, grouping by sizes supports up to " +
+                                             std::to_string(abi::kMaxGroups) + " modalities (num_modality is " +
+                                             std::to_string(config.num_modality) + "); pass per-token ids");
+    }
+    if (!as_starts) p.ids_from_sizes.resize(static_cast<std::size_t>(p.tokens));
+    walk_group_sizes(config, grouping, p.tokens, [&](std::size_t m, std::int64_t first, std::int64_t size) {
+        if (!as_starts) {
+            std::fill_n(p.ids_from_sizes.begin() + first, size, static_cast<std::int32_t>(m));
+        } else if (m > 0) {
+            p.group_starts[m - 1] = static_cast<std::int32_t>(first);
+        }
+    });
+}
+
+// Per-token ids: the pointer, its place apart from the output (the kernel writes the output
+// while it reads them), then their values where the host can read them (device ids are clamped
+// to [0, M) by the kernel).
+void check_ids(const CallPlan &p, const std::int32_t *ids, const Region &out) {
+    if (p.tokens == 0) return;
+    if (ids == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
+    const auto bytes = static_cast<std::uint64_t>(p.tokens) * sizeof(std::int32_t);
+    const std::string what = "modality ids for " + std::to_string(p.tokens) + " tokens need";
+    const Dims shape(1, p.tokens), strides(1, 1);
+    Region span = p.cl_buffers ? cl_region(ids, bytes, ErrorCode::grouping, what)
+                               : Region{nullptr, reinterpret_cast<std::uintptr_t>(ids), reinterpret_cast<std::uintptr_t>(ids) + bytes};
+    span.elem_bytes = sizeof(std::int32_t);
+    span.shape = &shape;
+    span.strides = &strides;
+    check_disjoint(span, "modality ids", out, "output", "the kernel would overwrite ids it reads");
+    if (p.memory != Memory::host) return;
+    const std::int64_t m = p.norm->config.num_modality;
+    for (std::int64_t t = 0; t < p.tokens; ++t) {
+        if (ids[t] < 0 || ids[t] >= m) {
+            throw Error(ErrorCode::modality_id, "token " + std::to_string(t) + " has modality id " + std::to_string(ids[t]) +
+                                                    ", outside [0, " + std::to_string(m) + ")");
+        }
+    }
+}
 
 void plan_variants(CallPlan &p) {
     const int capability = p.backend == Backend::cuda ? cuda_compute_capability(p.gpu_context) : 0;

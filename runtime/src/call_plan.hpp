@@ -18,6 +18,7 @@
 #include "kernels.hpp"
 #include "layout.hpp"
 #include "norm_state.hpp"
+#include "overlap.hpp"
 #include "views.hpp"
 
 namespace magi2norm::detail {
@@ -60,6 +61,14 @@ struct CallPlan {
     std::optional<ParallelLoop> parallel_loop;
     std::optional<StreamingPolicy> streaming;
 };
+
+// The grouping's kernel arguments (group starts, ids made from sizes, or ids at run time),
+// checked against the plan's layout and token count; throws Error(grouping) naming the problem.
+void plan_grouping(CallPlan &plan, const NormConfig &config, const Grouping &grouping);
+
+// Per-token ids of a plan grouped by ids: not null, apart from `out` (the memory the call
+// writes), and in [0, num_modality) where the host can read them.
+void check_ids(const CallPlan &plan, const std::int32_t *ids, const Region &out);
 
 // Throws Error naming the problem; reads no data pointer.
 CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,

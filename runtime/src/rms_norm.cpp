@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "backward.hpp"
 #include "call_plan.hpp"
 #include "kernel_abi.h"
 #include "layout.hpp"
@@ -149,6 +150,11 @@ Plan RMSNorm::plan(const ConstTensorView &x, const Grouping &grouping, const Ten
     auto call = std::make_shared<detail::CallPlan>(detail::plan_call(state_of(state_), x, grouping, out, options));
     call->keep = state_;
     return Plan(std::move(call));
+}
+
+void RMSNorm::backward(const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping, const TensorView &dx,
+                       const TensorView &dweight, const BackwardOptions &options) const {
+    detail::run_backward(state_of(state_), x, dy, grouping, dx, dweight, options);
 }
 
 const detail::CallPlan &detail::call_plan_of(const Plan &plan) {

@@ -278,8 +278,44 @@ static void test_plan(void) {
     magi2norm_plan_destroy(NULL);
 }
 
+/* Row 0 of x_rows with dy = 1: n = x / 2, g = scale = [1.5, 1, 0.75, 2], mean(g n) = -0.1875,
+ * dx = (g + 0.1875 n) / 2 and dscale = n, all exact in FP32. */
+static void test_backward(void) {
+    magi2norm_norm *norm = NULL;
+    static const int64_t shape_1x4[2] = {1, 4};
+    static const int64_t four[1] = {4};
+    const float dy_row[4] = {1, 1, 1, 1};
+    const float want_dx[4] = {0.84375f, 0.40625f, 0.46875f, 0.90625f};
+    float dx[4] = {0}, dweight[4] = {0};
+    uint16_t dx_bf16[4];
+    int d;
+    magi2norm_tensor x = tensor(x_rows[0], MAGI2NORM_F32, 2, shape_1x4, NULL);
+    magi2norm_tensor dy = tensor(dy_row, MAGI2NORM_F32, 2, shape_1x4, NULL);
+    magi2norm_tensor dx_t = tensor(dx, MAGI2NORM_F32, 2, shape_1x4, NULL);
+    magi2norm_tensor dx_low = tensor(dx_bf16, MAGI2NORM_BF16, 2, shape_1x4, NULL);
+    magi2norm_tensor dw = tensor(dweight, MAGI2NORM_F32, 1, four, NULL);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_backward(norm, &x, &dy, NULL, &dx_t, &dw, MAGI2NORM_DTYPE_UNSET, 0, NULL) == MAGI2NORM_OK);
+    for (d = 0; d < 4; ++d) {
+        CHECK(dx[d] == want_dx[d]);
+        CHECK(dweight[d] == x_rows[0][d] / 2);
+    }
+    CHECK(magi2norm_norm_backward(norm, &x, &dy, NULL, &dx_t, &dw, MAGI2NORM_DTYPE_UNSET, 1, NULL) == MAGI2NORM_OK);
+    for (d = 0; d < 4; ++d) CHECK(dweight[d] == x_rows[0][d]);
+    /* A dx in bf16 needs dx_dtype bf16: refused with the dtype status, dx untouched. */
+    memset(dx_bf16, 0x5a, sizeof dx_bf16);
+    CHECK(magi2norm_norm_backward(norm, &x, &dy, NULL, &dx_low, &dw, MAGI2NORM_DTYPE_UNSET, 0, NULL) == MAGI2NORM_ERROR_DTYPE);
+    CHECK(strstr(magi2norm_last_error(), "dx dtype") != NULL);
+    CHECK(dx_bf16[0] == 0x5a5a);
+    CHECK(magi2norm_norm_backward(norm, &x, &dy, NULL, &dx_low, &dw, MAGI2NORM_BF16, 0, NULL) == MAGI2NORM_OK);
+    CHECK(dx_bf16[0] == 0x3f58 && dx_bf16[1] == 0x3ed0); /* 0.84375, 0.40625 */
+    magi2norm_norm_destroy(norm);
+}
+
 int main(void) {
     test_forward();
+    test_backward();
     test_grouping();
     test_plan();
     test_output_shape();

@@ -134,6 +134,16 @@ magi2norm_status magi2norm_norm_forward_dlpack(const magi2norm_norm *norm, const
                                                const magi2norm_grouping *grouping, const DLTensor *out,
                                                magi2norm_dtype out_dtype, const magi2norm_stream *stream);
 
+/* The gradients of forward(x) for the output's gradient dy (magi2norm::RMSNorm::backward): dx in
+ * `dx_dtype` (UNSET: x's), which may be dy itself; dweight (M*P*D elements, any dtype) receives
+ * the weight gradient, or adds it when `accumulate_dweight` is nonzero. `grouping` NULL means
+ * none; `stream` NULL means the default backend (the backward runs on the CPU). Nothing is
+ * written when the call is refused. */
+magi2norm_status magi2norm_norm_backward(const magi2norm_norm *norm, const magi2norm_tensor *x, const magi2norm_tensor *dy,
+                                         const magi2norm_grouping *grouping, const magi2norm_tensor *dx,
+                                         const magi2norm_tensor *dweight, magi2norm_dtype dx_dtype, int accumulate_dweight,
+                                         const magi2norm_stream *stream);
+
 /* A call's geometry checked once (magi2norm::Plan): shapes, strides, dtypes, grouping, backend
  * and stream. The views' data pointers (and a grouping's ids) are not read and may be NULL.
  * magi2norm_plan_run then checks only the pointers it is given, and runs. A plan keeps the

@@ -261,6 +261,15 @@ struct CallOptions {
     std::optional<StreamingPolicy> streaming;      // which outputs take streaming stores
 };
 
+// The settings of one backward call (RMSNorm::backward); unset fields as in CallOptions.
+struct BackwardOptions {
+    std::optional<DType> dx_dtype;              // unset: the input's dtype
+    bool accumulate_dweight = false;            // dweight = dweight + gradient, else dweight = gradient
+    Stream stream;                              // the backend: the backward runs on the CPU
+    std::optional<int> num_threads;             // threads on the library's pool, at most its size
+    std::optional<ParallelLoop> parallel_loop;  // a host's loop, or {} for the library's pool
+};
+
 // ---------------------------------------------------------------------------------------------
 // The norm
 // ---------------------------------------------------------------------------------------------
@@ -330,6 +339,15 @@ public:
     // plan() does not read; they may be null) is checked here, once.
     Plan plan(const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
               const CallOptions &options = {}) const;
+
+    // The gradients of forward(x, grouping) for the output's gradient dy (SPEC.md, "Backward"):
+    // dx (x's shape, options.dx_dtype or x's dtype; it may be dy itself, same dtype size and
+    // layout, and shares no other memory) and dweight (M*P*D elements, modality-major as the
+    // weight, in any dtype), which receives the weight gradient or, with accumulate_dweight, adds
+    // it. dy has output_shape(x.shape) in x's dtype or f32. The weight gradient is the same bits
+    // for any thread count, parallel loop and grouping form. Host memory, CPU backend.
+    void backward(const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping, const TensorView &dx,
+                  const TensorView &dweight, const BackwardOptions &options = {}) const;
 
 private:
     NormConfig config_;

@@ -1,0 +1,128 @@
+// The backward of the MAGI-2 multi-modality RMSNorm (../shared/SPEC.md, "Backward"), per row:
+//
+//   inv      = the forward's inverse RMS, from the same row sum (norm_pieces.h), bit for bit
+//   n        = xf * inv
+//   g        = float32(dy) * scale[d, h]
+//   dx32     = inv * (g - n * mean_d(g * n))      (the row sum of g * n as the forward's sum)
+//   dx       = cast(dx32, dx_type), or the sum of the K output rows of one input row first
+//              (singleton-head broadcasting: x [T, 1, D] under a [P, D] scale)
+//   partials(d, p, b) = sum over the rows of pattern p in block b of float64(float32(dy) * n)
+//
+// One modality per call: the runtime calls it per modality's tokens with that modality's
+// [P, D] scale (a call by ids runs on tokens permuted into modality order), and adds each
+// modality's partials over its blocks in block order, so the weight gradient does not depend on
+// the grouping form or the thread count. Blocks of `block_tokens` tokens are the runtime's.
+#include "Halide.h"
+
+#include "backward_stages.h"
+#include "cpu_backward_schedule.h"
+#include "norm_pieces.h"
+
+namespace magi2norm::algorithm {
+
+using namespace Halide;
+
+class Magi2NormBackward : public Generator<Magi2NormBackward> {
+public:
+    GeneratorParam<Storage> in_type{"in_type", Storage::F32, kStorageNames};
+    GeneratorParam<Storage> dy_type{"dy_type", Storage::F32, kStorageNames};
+    GeneratorParam<Storage> dx_type{"dx_type", Storage::F32, kStorageNames};
+    // Terms per FP32 partial of the row sums: the forward's (0: 4 on CPUs).
+    GeneratorParam<int> sum_steps{"sum_steps", 0};
+
+    void configure() {
+        x = add_input<Buffer<>>("x", element_type(in_type), 4);
+        dy = add_input<Buffer<>>("dy", element_type(dy_type), 4);
+        scale = add_input<Buffer<float>>("scale", 2);
+        heads_per_dx_row = add_input<int32_t>("heads_per_dx_row");
+        heads_per_pattern = add_input<int32_t>("heads_per_pattern");
+        block_tokens = add_input<int32_t>("block_tokens");
+        eps = add_input<float>("eps");
+        dx = add_output<Buffer<>>("dx", element_type(dx_type), 4);
+        partials = add_output<Buffer<double>>("partials", 3);
+    }
+
+    void generate() {
+        if (get_target().has_gpu_feature()) throw CompileError("the backward has a CPU schedule only");
+        if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of terms");
+        const int steps = sum_steps > 0 ? int(sum_steps) : 4;
+        schedules::BackwardStages s;
+        Var d = s.d, h = s.h, a = s.a, t = s.t;
+        Expr dim = x->dim(0).extent();
+
+        Func xf("xf"), dyf("dyf");
+        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
+        dyf(d, h, a, t) = decode(dy_type, (*dy)(d, h, a, t), get_target());
+
+        Func square("square");
+        square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
+        RowSum squares = cpu_row_sum(square, dim, steps, s.lane, "sum_squares");
+        s.sum_squares = squares.sum;
+        s.sum_squares_lanes = squares.lane_sums;
+        s.inv_rms = Func("inv_rms");
+        s.inv_rms(h, a, t) = inverse_rms(s.sum_squares(h, a, t), dim, *eps);
+
+        Func n("n"), g("g"), gn("gn");
+        n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
+        g(d, h, a, t) = dyf(d, h, a, t) * (*scale)(d, h);
+        gn(d, h, a, t) = g(d, h, a, t) * n(d, h, a, t);
+        RowSum gn_sum = cpu_row_sum(gn, dim, steps, s.lane, "sum_gn");
+        s.sum_gn = gn_sum.sum;
+        s.sum_gn_lanes = gn_sum.lane_sums;
+        s.mean_gn = Func("mean_gn");
+        s.mean_gn(h, a, t) = cast<float>(s.sum_gn(h, a, t)) / cast<float>(dim);
+
+        Func row_dx("row_dx");
+        row_dx(d, h, a, t) = s.inv_rms(h, a, t) * (g(d, h, a, t) - n(d, h, a, t) * s.mean_gn(h, a, t));
+        // Singleton-head broadcasting: dx row h is the sum of output rows h K .. h K + K - 1, in
+        // that order, in FP32 (autograd's sum over the broadcast axis).
+        Expr k = *heads_per_dx_row;
+        RDom more(1, k - 1, "more_rows");
+        s.dx_summed = Func("dx_summed");
+        s.dx_summed(d, h, a, t) = row_dx(d, h * k, a, t);
+        s.dx_summed(d, h, a, t) += row_dx(d, h * k + more, a, t);
+        // NaNs of BF16 operands and of the x86 arithmetic have a clear low half (float_codecs.h).
+        const NanBits nans = in_type == Storage::BF16 && dy_type == Storage::BF16 ? NanBits::low_half_clear : NanBits::any;
+        s.dx = Func("dx");
+        s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, get_target());
+        *dx = s.dx;  // NOLINT: Output<Buffer> assignment from a Func
+
+        // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
+        // the Q/K norm; 1 with P rows): pattern p of block b adds, token by token, middle
+        // row by middle row, head by head, the FP64 widening of each FP32 product dy * n.
+        Expr tokens = dy->dim(3).extent();
+        s.block_tokens = *block_tokens;
+        s.partial_terms = RDom(0, *heads_per_pattern, 0, dy->dim(2).extent(), 0, s.block_tokens, "partial_terms");
+        s.partial_terms.where(s.blk * s.block_tokens + s.partial_terms.z < tokens);
+        Func product("product");
+        product(d, h, a, t) = dyf(d, h, a, t) * n(d, h, a, t);
+        s.partials = Func("partials");
+        s.partials(d, h, s.blk) = cast<double>(0);
+        // The token clamped too: bounds inference does not see the where clause.
+        Expr token = min(s.blk * s.block_tokens + s.partial_terms.z, tokens - 1);
+        s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
+        *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
+
+        // Dense rows (the runtime copies other views): fused stages cannot be specialized on
+        // strides, and unknown strides vectorize as gathers.
+        for (auto *b : {x, dy}) b->dim(0).set_stride(1);
+        dx->dim(0).set_stride(1);
+        scale->dim(1).set_stride(Expr());
+        s.heads_per_dx_row = k;
+        s.dim = dim;
+        s.dx_bytes = element_type(dx_type).bytes();
+        schedules::schedule_cpu_backward(s, get_target());
+    }
+
+private:
+    GeneratorInput<Buffer<>> *x = nullptr, *dy = nullptr;
+    GeneratorInput<Buffer<float>> *scale = nullptr;
+    GeneratorInput<int32_t> *heads_per_dx_row = nullptr, *heads_per_pattern = nullptr, *block_tokens = nullptr;
+    GeneratorInput<float> *eps = nullptr;
+    GeneratorOutput<Buffer<>> *dx = nullptr;
+    GeneratorOutput<Buffer<double>> *partials = nullptr;
+};
+
+}  // namespace magi2norm::algorithm
+
+HALIDE_REGISTER_GENERATOR(magi2norm::algorithm::Magi2NormBackward, magi2_norm_backward)

@@ -1,0 +1,344 @@
+#include "backward.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "call_plan.hpp"
+#include "halide_calls.hpp"
+#include "kernel_args.hpp"
+#include "layout.hpp"
+#include "magi2norm/float_codecs.hpp"
+#include "magi2norm_kernel_headers.h"
+#include "overlap.hpp"
+#include "views.hpp"
+
+namespace magi2norm::detail {
+
+namespace {
+
+// The backward's variants: (x, dy, dx) dtypes, its _argv entry point (user_context, x, dy, scale,
+// heads_per_dx_row, heads_per_pattern, block_tokens, eps, dx, partials) and its name.
+struct BackwardKernel {
+    DType x, dy, dx;
+    int (*fn)(void **args);
+    const char *name;
+};
+
+#define MAGI2NORM_BACKWARD_KERNEL(in, dy, dx) \
+    {DType::in, DType::dy, DType::dx, magi2_norm_backward_cpu_##in##_##dy##_##dx##_argv, "magi2_norm_backward_cpu_" #in "_" #dy "_" #dx},
+constexpr BackwardKernel kBackwardKernels[] = {
+#include "magi2norm_backward_kernel_list.inc"
+};
+#undef MAGI2NORM_BACKWARD_KERNEL
+
+const BackwardKernel &find_backward(DType x, DType dy, DType dx) {
+    for (const BackwardKernel &k : kBackwardKernels) {
+        if (k.x == x && k.dy == dy && k.dx == dx) return k;
+    }
+    throw Error(ErrorCode::dtype, std::string("dy dtype is ") + dtype_name(dy) + "; with a " + dtype_name(x) +
+                                      " input it must be " + dtype_name(x) + " or f32 (the forward's output dtypes)");
+}
+
+// One call's geometry: the forward's plan of x and dy (dy in the output's place), and dx's.
+struct Geometry {
+    CallPlan p;
+    CheckedView dx, dweight;
+    std::array<std::int64_t, 4> dx_stride{};  // on the kernel axes; the head axis is dx's rows
+    std::int64_t heads_per_dx_row = 1;        // K: dy rows per dx row (singleton-head broadcasting)
+    std::int64_t heads_per_pattern = 1;       // dy rows per scale row: H with P = 1, else 1
+    std::int64_t patterns = 1;                // scale rows of a modality
+    std::int64_t block_tokens = 1;
+};
+
+// The extent of x's pattern axis (SPEC.md's broadcasting, right-aligned): 1 where it broadcasts.
+std::int64_t input_pattern_extent(const CheckedView &x, std::size_t out_rank) {
+    const std::size_t axis = out_rank - 2, shift = out_rank - x.shape.size();
+    return axis < shift ? 1 : x.shape[axis - shift];
+}
+
+Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
+                       const TensorView &dx, const TensorView &dweight, const BackwardOptions &options) {
+    const NormConfig &config = norm.config;
+    Geometry g;
+    CallPlan &p = g.p;
+    p.norm = &norm;
+    check_geometry(p.x, x.dtype, x.shape, x.strides, "input");
+    check_geometry(p.out, dy.dtype, dy.shape, dy.strides, "dy");
+    check_geometry(g.dx, dx.dtype, dx.shape, dx.strides, "dx");
+    check_geometry(g.dweight, dweight.dtype, dweight.shape, dweight.strides, "dweight");
+    const Dims expected = output_shape(config, p.x.shape);
+    if (p.out.shape != expected) {
+        throw Error(ErrorCode::shape, "dy shape is " + shape_string(p.out.shape) + " but input " + shape_string(p.x.shape) +
+                                          " gives the output shape " + shape_string(expected));
+    }
+    if (g.dx.shape != p.x.shape) {
+        throw Error(ErrorCode::shape, "dx shape is " + shape_string(g.dx.shape) + " but the input's is " + shape_string(p.x.shape));
+    }
+    const DType dx_dtype = output_dtype(config, x.dtype, options.dx_dtype.value_or(x.dtype));
+    if (g.dx.dtype != dx_dtype) {
+        throw Error(ErrorCode::dtype, std::string("dx dtype is ") + dtype_name(g.dx.dtype) + " but the call produces " +
+                                          dtype_name(dx_dtype));
+    }
+    const std::int64_t weight_elements = config.num_modality * config.num_patterns * config.dim;
+    if (g.dweight.count != weight_elements) {
+        throw Error(ErrorCode::weight, "dweight has " + std::to_string(g.dweight.count) +
+                                           " elements but num_modality * num_patterns * dim = " + std::to_string(weight_elements));
+    }
+    find_backward(p.x.dtype, p.out.dtype, g.dx.dtype);
+    p.layout = plan_layout(config, p.x, p.out);
+    const KernelLayout dx_layout = plan_layout(config, g.dx, p.out);
+    check_no_self_overlap(g.dx, "dx");
+    check_no_self_overlap(g.dweight, "dweight");
+
+    const Backend backend = options.stream.backend ? *options.stream.backend : default_backend();
+    if (backend != Backend::cpu) {
+        throw Error(ErrorCode::device, std::string("the backward runs on the cpu backend, not ") + backend_name(backend));
+    }
+    if (x.memory != Memory::host || dy.memory != Memory::host || dx.memory != Memory::host || dweight.memory != Memory::host ||
+        (grouping.kind() == Grouping::Kind::ids && grouping.ids_memory() != Memory::host)) {
+        throw Error(ErrorCode::device, "the backward takes views and modality ids in host memory");
+    }
+    p.memory = Memory::host;
+    plan_grouping(p, config, grouping);
+    p.num_threads = options.num_threads;
+    p.parallel_loop = options.parallel_loop;
+
+    const KernelLayout &l = p.layout;
+    g.patterns = config.num_patterns;
+    g.heads_per_pattern = config.num_patterns > 1 ? 1 : l.extent[1];
+    const bool singleton = config.num_patterns > 1 && l.extent[1] > 1 && input_pattern_extent(p.x, p.out.shape.size()) == 1;
+    g.heads_per_dx_row = singleton ? l.extent[1] : 1;
+    g.dx_stride = dx_layout.x_stride;
+    if (singleton) g.dx_stride[1] = 0;
+    g.block_tokens = partial_block_tokens(l.extent[0] * l.extent[1] * l.extent[2]);
+    return g;
+}
+
+// Whether dx is dy itself: the same memory, element size and layout, one dx row per dy row.
+bool in_place(const Geometry &g, const void *dy, const void *dx) {
+    if (dx != dy || dtype_size(g.dx.dtype) != dtype_size(g.p.out.dtype) || g.heads_per_dx_row != 1) return false;
+    for (int axis = 0; axis < 4; ++axis) {
+        if (g.p.layout.extent[axis] > 1 && g.dx_stride[axis] != g.p.layout.out_stride[axis]) return false;
+    }
+    return true;
+}
+
+// Pointers: not null, and no memory the call writes shared with any other view or the ids,
+// but for dx over dy in place.
+void check_pointers(const Geometry &g, const void *x, const void *dy, const void *dx, const void *dweight,
+                    const std::int32_t *ids) {
+    const Region xs = host_region(g.p.x, x, "input"), dys = host_region(g.p.out, dy, "dy");
+    const Region dxs = host_region(g.dx, dx, "dx"), dws = host_region(g.dweight, dweight, "dweight");
+    check_disjoint(dxs, "dx", xs, "input", "dx is written while the input is read");
+    if (!in_place(g, dy, dx)) {
+        check_disjoint(dxs, "dx", dys, "dy", "dx may be dy itself, in the same element size and layout, and else shares no byte with it");
+    }
+    const char *written = "dweight is written while the other views are read or written";
+    check_disjoint(dws, "dweight", xs, "input", written);
+    check_disjoint(dws, "dweight", dys, "dy", written);
+    check_disjoint(dws, "dweight", dxs, "dx", written);
+    if (g.p.checks_ids) {
+        check_ids(g.p, ids, dxs);
+        check_ids(g.p, ids, dws);
+    }
+}
+
+// The views of one modality's tokens [first, first + count) and its [P, D] scale.
+struct Segment {
+    std::int64_t first = 0, count = 0;
+    const float *scale = nullptr;
+    double *partials = nullptr;  // [blocks][P][D]
+    std::int64_t blocks = 0;
+};
+
+template <int N>
+void attach(HalideBuffer<N> &b, const void *data) {
+    b.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(data));
+}
+
+void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy, void *dx,
+                 const Segment &s) {
+    const KernelLayout &l = g.p.layout;
+    const NormConfig &c = g.p.norm->config;
+    HalideBuffer<4> xb(storage_type(g.p.x.dtype)), dyb(storage_type(g.p.out.dtype)), dxb(storage_type(g.dx.dtype));
+    HalideBuffer<2> scale(halide_type_t(halide_type_float, 32));
+    HalideBuffer<3> partials(halide_type_t(halide_type_float, 64));
+    for (int axis = 0; axis < 4; ++axis) {
+        const std::int64_t extent = axis == 3 ? s.count : l.extent[axis];
+        // Rows are dense (unit stride along d, which a row of one element may not say).
+        const auto stride = [&](std::int64_t s) { return axis == 0 ? 1 : s; };
+        xb.set_dim(axis, extent, stride(l.x_stride[axis]));
+        dyb.set_dim(axis, extent, stride(l.out_stride[axis]));
+        dxb.set_dim(axis, axis == 1 ? extent / g.heads_per_dx_row : extent, stride(g.dx_stride[axis]));
+    }
+    const auto at = [&](const void *base, std::int64_t stride, DType dtype) {
+        return static_cast<const char *>(base) + s.first * stride * static_cast<std::int64_t>(dtype_size(dtype));
+    };
+    attach(xb, at(x, l.x_stride[3], g.p.x.dtype));
+    attach(dyb, at(dy, l.out_stride[3], g.p.out.dtype));
+    attach(dxb, at(dx, g.dx_stride[3], g.dx.dtype));
+    scale.set_dim(0, c.dim, 1);
+    scale.set_dim(1, l.extent[1], c.num_patterns > 1 ? c.dim : 0);
+    attach(scale, s.scale);
+    partials.set_dim(0, c.dim, 1);
+    partials.set_dim(1, g.patterns, c.dim);
+    partials.set_dim(2, s.blocks, g.patterns * c.dim);
+    attach(partials, s.partials);
+
+    void *user_context = &call;
+    std::int32_t k = static_cast<std::int32_t>(g.heads_per_dx_row), hp = static_cast<std::int32_t>(g.heads_per_pattern);
+    std::int32_t block = static_cast<std::int32_t>(g.block_tokens);
+    float eps = c.eps;
+    void *args[] = {&user_context, &xb.buffer, &dyb.buffer, &scale.buffer, &k, &hp, &block, &eps, &dxb.buffer, &partials.buffer};
+    if (kernel.fn(args) != 0) throw Error(ErrorCode::device, std::string(kernel.name) + " failed: " + take_halide_error());
+}
+
+// Each modality's token count, in order: by sizes as given; all tokens in modality 0 otherwise
+// (one modality, whose ids are all 0).
+std::vector<std::int64_t> segment_sizes(const Geometry &g, const Grouping &grouping) {
+    if (grouping.kind() == Grouping::Kind::sizes) return grouping.group_sizes();
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(g.p.norm->config.num_modality), 0);
+    sizes[0] = g.p.layout.extent[3];
+    return sizes;
+}
+
+// The elements of checked view `v` at `data`, contiguous at `to`.
+void copy_view(const CheckedView &v, const void *data, void *to) {
+    CheckedView source = v;
+    source.data = data;
+    copy_elements(source, to, contiguous_dims(v.shape));
+}
+
+// dscale[m][p][d]: each modality's partials added block by block, in FP64, rounded once.
+std::vector<float> run_kernels(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy,
+                               void *dx, const std::vector<std::int64_t> &sizes) {
+    const NormConfig &c = g.p.norm->config;
+    const std::int64_t row = g.patterns * c.dim;
+    std::vector<float> dscale(static_cast<std::size_t>(c.num_modality * row), 0.0f);
+    std::vector<double> partials, sum(static_cast<std::size_t>(row));
+    std::int64_t first = 0;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        Segment s;
+        s.first = first;
+        s.count = sizes[m];
+        first += sizes[m];
+        if (s.count == 0 || g.p.out.count == 0) continue;
+        s.blocks = (s.count + g.block_tokens - 1) / g.block_tokens;
+        partials.resize(static_cast<std::size_t>(s.blocks * row));
+        s.partials = partials.data();
+        s.scale = g.p.norm->scale.data() + static_cast<std::int64_t>(m) * row;
+        run_segment(g, kernel, call, x, dy, dx, s);
+        add_partials(partials.data(), s.blocks, row, sum.data(), dscale.data() + m * row);
+    }
+    return dscale;
+}
+
+float decode_value(DType dtype, const unsigned char *p) {
+    if (dtype == DType::f32) {
+        float v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
+    std::uint16_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    return dtype == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+}
+
+void encode_value(DType dtype, float v, unsigned char *p) {
+    if (dtype == DType::f32) {
+        std::memcpy(p, &v, sizeof v);
+        return;
+    }
+    const std::uint16_t bits = dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+    std::memcpy(p, &bits, sizeof bits);
+}
+
+// dweight = cast(dscale), or cast(float32(dweight) + dscale), in dweight's dtype and layout.
+void write_dweight(const Geometry &g, const std::vector<float> &dscale, void *dweight, bool accumulate) {
+    const std::size_t elem = dtype_size(g.dweight.dtype);
+    std::vector<unsigned char> packed(dscale.size() * elem);
+    const Dims dense = contiguous_dims(g.dweight.shape);
+    CheckedView view = g.dweight;
+    view.data = dweight;
+    if (accumulate) copy_elements(view, packed.data(), dense);
+    for (std::size_t i = 0; i < dscale.size(); ++i) {
+        const float old = accumulate ? decode_value(g.dweight.dtype, packed.data() + i * elem) : 0.0f;
+        encode_value(g.dweight.dtype, accumulate ? old + dscale[i] : dscale[i], packed.data() + i * elem);
+    }
+    view.data = packed.data();
+    view.strides = dense;
+    copy_elements(view, dweight, g.dweight.strides);
+}
+
+}  // namespace
+
+void add_partials(const double *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale) {
+    std::fill(sum, sum + row, 0.0);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const double *block = partials + b * row;
+        for (std::int64_t i = 0; i < row; ++i) sum[i] += block[i];
+    }
+    for (std::int64_t i = 0; i < row; ++i) dscale[i] = static_cast<float>(sum[i]);
+}
+
+std::int64_t partial_block_tokens(std::int64_t token_elements) {
+    const std::int64_t token = std::max<std::int64_t>(1, token_elements);
+    return std::clamp<std::int64_t>((kBlockElements + token - 1) / token, kMinBlockTokens, std::numeric_limits<std::int32_t>::max());
+}
+
+void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
+                  const TensorView &dx, const TensorView &dweight, const BackwardOptions &options) {
+    install_halide_hooks();
+    Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
+    check_pointers(g, x.data, dy.data, dx.data, dweight.data, grouping.token_ids());
+    const BackwardKernel &kernel = find_backward(g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
+    CallContext call;
+    resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
+
+    std::vector<float> dscale;
+    const bool dense = g.p.layout.extent[0] == 1 ||
+                       (g.p.layout.x_stride[0] == 1 && g.p.layout.out_stride[0] == 1 && g.dx_stride[0] == 1);
+    if (g.p.out.count > 0 && (g.p.takes_ids || !dense)) {
+        // Through contiguous copies of x and dy, dx copied back: by ids permuted into modality
+        // order (the dispatcher's stable order), so each modality's blocks hold the same tokens,
+        // in the same order, as the call by sizes on dispatched tensors; rows that are not dense
+        // (the kernel reads dense rows) in their own order.
+        const auto dense_copy = [](const CheckedView &v, std::vector<unsigned char> &memory) {
+            memory.resize(static_cast<std::size_t>(v.count) * dtype_size(v.dtype));
+            return TensorView(memory.data(), v.dtype, v.shape.to_vector());
+        };
+        std::vector<unsigned char> x_memory, dy_memory, dx_memory;
+        const TensorView x_copy = dense_copy(g.p.x, x_memory), dy_copy = dense_copy(g.p.out, dy_memory);
+        const TensorView dx_copy = dense_copy(g.dx, dx_memory);
+        std::optional<ModalityDispatcher> dispatcher;
+        if (g.p.takes_ids) {
+            dispatcher.emplace(grouping.token_ids(), g.p.tokens, norm.config.num_modality);
+            dispatcher->dispatch(x, x_copy);
+            dispatcher->dispatch(dy, dy_copy);
+        } else {
+            copy_view(g.p.x, x.data, x_copy.data);
+            copy_view(g.p.out, dy.data, dy_copy.data);
+        }
+        const std::vector<std::int64_t> sizes = dispatcher ? dispatcher->group_sizes() : segment_sizes(g, grouping);
+        const Geometry copies = plan_backward(norm, x_copy, dy_copy, dispatcher ? Grouping::sizes(sizes) : grouping, dx_copy,
+                                              dweight, options);
+        dscale = run_kernels(copies, kernel, call, x_copy.data, dy_copy.data, dx_copy.data, sizes);
+        if (dispatcher) {
+            dispatcher->undispatch(dx_copy, dx);
+        } else {
+            CheckedView result = g.dx;
+            result.data = dx_copy.data;
+            result.strides = contiguous_dims(g.dx.shape);
+            copy_elements(result, dx.data, g.dx.strides);
+        }
+    } else {
+        dscale = run_kernels(g, kernel, call, x.data, dy.data, dx.data, segment_sizes(g, grouping));
+    }
+    write_dweight(g, dscale, dweight.data, options.accumulate_dweight);
+}
+
+}  // namespace magi2norm::detail

@@ -1,0 +1,28 @@
+// The backward call (RMSNorm::backward): the forward's checks of the views and the grouping plus
+// dy's and dweight's, the kernel per modality's tokens, and the weight gradient's fixed-order sum.
+#pragma once
+
+#include <cstdint>
+
+#include "magi2norm/magi2norm.hpp"
+#include "norm_state.hpp"
+
+namespace magi2norm::detail {
+
+// Throws Error naming the problem before anything is written.
+void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
+                  const TensorView &dx, const TensorView &dweight, const BackwardOptions &options);
+
+// Tokens per block of the weight gradient's partial sums for tokens of `token_elements` output
+// elements: at least kMinBlockTokens and at least kBlockElements elements a block, so the
+// partials (D x P doubles a block) stay a few percent of the pass's bytes. A function of the
+// shape only, never of the thread count.
+constexpr std::int64_t kBlockElements = std::int64_t{1} << 17;
+constexpr std::int64_t kMinBlockTokens = 64;
+std::int64_t partial_block_tokens(std::int64_t token_elements);
+
+// One modality's dscale (`row` = P * D values) from its partials [blocks][row]: the blocks added
+// in block order in FP64 (`sum`, row doubles of scratch), rounded to FP32 once.
+void add_partials(const double *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale);
+
+}  // namespace magi2norm::detail

@@ -1,0 +1,151 @@
+#include "backward_case.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "reference/gates.hpp"
+
+namespace backward_test {
+
+namespace {
+
+// float32(W(w + 1)): the +1 rounded in the weight's dtype (SPEC.md), with the tests' own codecs.
+double scale_of(DType weight_dtype, float w) {
+    const float plus = w + 1.0f;
+    if (weight_dtype == DType::bf16) return ref::bf16_to_f32(ref::f32_to_bf16(plus));
+    if (weight_dtype == DType::f16) return ref::f16_to_f32(ref::f32_to_f16(plus));
+    return plus;
+}
+
+std::vector<double> values(const ref::HostTensor &t) {
+    std::vector<double> v(static_cast<std::size_t>(t.size()));
+    for (std::int64_t i = 0; i < t.size(); ++i) v[i] = t.get(i);
+    return v;
+}
+
+bool same_special(double a, double b) { return (std::isnan(a) && std::isnan(b)) || (std::isinf(b) && a == b); }
+
+}  // namespace
+
+magi2norm::Grouping Inputs::library_grouping() const {
+    if (grouping == GroupingKind::sizes) return magi2norm::Grouping::sizes(sizes);
+    if (grouping == GroupingKind::ids) return magi2norm::Grouping::ids(ids.data(), static_cast<std::int64_t>(ids.size()));
+    return magi2norm::Grouping::none();
+}
+
+Problem Inputs::problem() const {
+    Problem p;
+    p.dim = config.dim;
+    p.num_modality = config.num_modality;
+    p.num_patterns = config.num_patterns;
+    p.eps = config.eps;
+    p.x_shape = x.shape();
+    p.x = values(x);
+    p.dy = values(dy);
+    for (std::int64_t i = 0; i < weight.size(); ++i) p.scale.push_back(scale_of(weight.dtype(), weight.get(i)));
+    if (grouping != GroupingKind::none) p.ids = ids;
+    return p;
+}
+
+Inputs make_inputs(DType x_dtype, DType dy_dtype, DType weight_dtype, const ref::Shape &shape, std::int64_t num_modality,
+                   std::int64_t num_patterns, GroupingKind grouping, std::uint64_t seed) {
+    contract::Rng rng(seed);
+    Inputs in;
+    in.config.dim = shape.back();
+    in.config.num_modality = num_modality;
+    in.config.num_patterns = num_patterns;
+    in.x = ref::HostTensor(x_dtype, shape);
+    const std::int64_t row = shape.back();
+    for (std::int64_t start = 0; start < in.x.size(); start += row) {
+        const int exponent = static_cast<int>(rng.integer(-3, 3));
+        for (std::int64_t d = 0; d < row; ++d) in.x.set(start + d, static_cast<float>(std::ldexp(rng.uniform(-1.0, 1.0), exponent)));
+    }
+    Problem shape_only;
+    shape_only.x_shape = shape;
+    shape_only.num_patterns = num_patterns;
+    in.dy = ref::HostTensor(dy_dtype, output_shape(shape_only));
+    for (std::int64_t i = 0; i < in.dy.size(); ++i) in.dy.set(i, static_cast<float>(rng.uniform(-1.0, 1.0)));
+    in.weight = contract::random_weight(weight_dtype, {num_modality * num_patterns * in.config.dim}, rng);
+    in.grouping = grouping;
+    const std::int64_t tokens = shape[0];
+    if (grouping == GroupingKind::sizes) {
+        in.sizes = num_modality > 1 ? contract::random_sizes_with_empty(tokens, num_modality, 1, rng)
+                                    : std::vector<std::int64_t>{tokens};
+        for (std::size_t m = 0; m < in.sizes.size(); ++m) in.ids.insert(in.ids.end(), in.sizes[m], static_cast<std::int32_t>(m));
+    } else if (grouping == GroupingKind::ids) {
+        in.ids = contract::random_ids(tokens, num_modality, rng);
+    }
+    return in;
+}
+
+Result run_backward(const Inputs &in, DType dx_dtype, DType dweight_dtype, const magi2norm::BackwardOptions &options) {
+    const magi2norm::RMSNorm norm(in.config, in.weight.view());
+    Result r{ref::HostTensor(dx_dtype, in.x.shape()), ref::HostTensor(dweight_dtype, in.weight.shape())};
+    magi2norm::BackwardOptions o = options;
+    o.dx_dtype = dx_dtype;
+    norm.backward(in.x.view(), in.dy.view(), in.library_grouping(), r.dx.view(), r.dweight.view(), o);
+    return r;
+}
+
+testing::AssertionResult b1_close(const ref::HostTensor &dx32, const std::vector<double> &oracle, double *worst) {
+    double w = 0;
+    for (std::int64_t i = 0; i < dx32.size(); ++i) {
+        const double a = dx32.get(i), b = oracle[i];
+        if (same_special(a, b)) continue;
+        const double ratio = std::fabs(a - b) / (1e-5 + 1e-5 * std::fabs(b));
+        if (!(ratio <= 1.0)) {
+            return testing::AssertionFailure() << "B1: dx element " << i << " is " << a << ", oracle " << b;
+        }
+        w = std::max(w, ratio);
+    }
+    if (worst) *worst = std::max(*worst, w);
+    return testing::AssertionSuccess();
+}
+
+testing::AssertionResult b2_close(const ref::HostTensor &dscale32, const std::vector<double> &oracle,
+                                  const std::vector<double> &bound, double *worst) {
+    double w = 0;
+    for (std::int64_t i = 0; i < dscale32.size(); ++i) {
+        const double a = dscale32.get(i), b = oracle[i];
+        if (same_special(a, b)) continue;
+        const double ratio = std::fabs(a - b) / (1e-5 * (1.0 + bound[i]));
+        if (!(ratio <= 1.0)) {
+            return testing::AssertionFailure() << "B2: dscale element " << i << " is " << a << ", oracle " << b << ", bound sum "
+                                               << bound[i];
+        }
+        w = std::max(w, ratio);
+    }
+    if (worst) *worst = std::max(*worst, w);
+    return testing::AssertionSuccess();
+}
+
+testing::AssertionResult b3_low(const ref::HostTensor &low, const ref::HostTensor &own32, const std::vector<double> &oracle,
+                                const std::vector<double> &fp32_bound) {
+    if (auto own = ref::gate2_cast_of_own_f32(low.view(), own32.view()); !own) return own;
+    ref::HostTensor oracle_low(low.dtype(), low.shape());
+    for (std::int64_t i = 0; i < low.size(); ++i) {
+        oracle_low.set(i, static_cast<float>(oracle[i]));
+        const double a = low.get(i), b = oracle[i];
+        if (same_special(a, b)) continue;
+        const double ulp = ref::local_ulp(low.dtype(), static_cast<std::uint16_t>(oracle_low.bits(i)));
+        if (!(std::fabs(a - b) <= ulp + fp32_bound[i])) {
+            return testing::AssertionFailure() << "B3: element " << i << " is " << a << ", oracle " << b << ", local ULP " << ulp
+                                               << ", FP32 bound " << fp32_bound[i];
+        }
+    }
+    return testing::AssertionSuccess();
+}
+
+std::vector<double> b1_bounds(const std::vector<double> &oracle) {
+    std::vector<double> b(oracle.size());
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = 1e-5 + 1e-5 * std::fabs(oracle[i]);
+    return b;
+}
+
+std::vector<double> b2_bounds(const std::vector<double> &sum_abs) {
+    std::vector<double> b(sum_abs.size());
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = 1e-5 * (1.0 + sum_abs[i]);
+    return b;
+}
+
+}  // namespace backward_test

@@ -1,0 +1,60 @@
+// One backward call described once: inputs made from a seed, the library's gradients in FP32 and
+// in the requested dtypes, and the float64 oracle's, for the B1-B3 checks.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backward_oracle.hpp"
+#include "magi2norm/magi2norm.hpp"
+#include "random_values.hpp"
+#include "reference/host_tensor.hpp"
+
+namespace backward_test {
+
+using magi2norm::DType;
+
+enum class GroupingKind { none, sizes, ids };
+
+struct Inputs {
+    magi2norm::NormConfig config;
+    ref::HostTensor x, dy, weight;
+    GroupingKind grouping = GroupingKind::none;
+    std::vector<std::int64_t> sizes;
+    std::vector<std::int32_t> ids;  // per token (also for sizes: derived here)
+
+    magi2norm::Grouping library_grouping() const;
+    Problem problem() const;  // the oracle's view of the same values
+};
+
+// x [shape] in x_dtype, each row uniform in [-2^e, 2^e] for e in [-3, 3] (rows whose dx does not
+// cancel: B1 measures the arithmetic, not an FP32 inverse RMS's conditioning), dy uniform in [-1, 1] over the
+// output shape, weight uniform in [-1, 1]; M modalities (an empty one with sizes), P patterns.
+Inputs make_inputs(DType x_dtype, DType dy_dtype, DType weight_dtype, const ref::Shape &shape, std::int64_t num_modality,
+                   std::int64_t num_patterns, GroupingKind grouping, std::uint64_t seed);
+
+struct Result {
+    ref::HostTensor dx, dweight;
+};
+// The library's backward into fresh contiguous tensors.
+Result run_backward(const Inputs &in, DType dx_dtype, DType dweight_dtype, const magi2norm::BackwardOptions &options = {});
+
+// B1: |a - b| <= 1e-5 + 1e-5 |b| for every element (NaN equals NaN, infinities exactly); `worst`
+// receives the largest |a - b| / (1e-5 + 1e-5 |b|).
+testing::AssertionResult b1_close(const ref::HostTensor &dx32, const std::vector<double> &oracle, double *worst = nullptr);
+// B2: |a - b| <= 1e-5 (1 + bound) per dscale element.
+testing::AssertionResult b2_close(const ref::HostTensor &dscale32, const std::vector<double> &oracle,
+                                  const std::vector<double> &bound, double *worst = nullptr);
+// B3: a BF16/FP16 result equals the RNE cast of the same call's FP32 result, and is within one
+// local ULP of the oracle's value cast to its dtype, plus the FP32 result's own allowance
+// `fp32_bound` (B1's or B2's): near zero a value within that allowance of the oracle may round
+// to another BF16/FP16 neighbour than the oracle does.
+testing::AssertionResult b3_low(const ref::HostTensor &low, const ref::HostTensor &own32, const std::vector<double> &oracle,
+                                const std::vector<double> &fp32_bound);
+// The B1 allowance 1e-5 + 1e-5 |b| per element; the B2 allowance 1e-5 (1 + sum |dy n|).
+std::vector<double> b1_bounds(const std::vector<double> &oracle);
+std::vector<double> b2_bounds(const std::vector<double> &sum_abs);
+
+}  // namespace backward_test
