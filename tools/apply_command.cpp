@@ -9,6 +9,7 @@
 #include "cli_args.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "magi2norm/safetensors.hpp"
+#include "output_file.hpp"
 
 namespace magi2norm::cli {
 namespace {
@@ -133,7 +134,8 @@ int run_apply(const std::vector<std::string> &args) {
     if (parsed.positional.size() != 2) throw UsageError("apply needs IN.safetensors and OUT.safetensors");
     const std::string &in_path = parsed.positional[0], &out_path = parsed.positional[1];
     apply_threads_flag(parsed);
-    // OUT replaces its file at the end, so OUT = IN would leave nothing but y and y_f32.
+    // OUT replaces its file at the end, so OUT = IN would leave nothing but y and y_f32. The same
+    // file is the same device and inode, whatever the spelling: symlinks, "..", hard links.
     std::error_code error;
     if (std::filesystem::equivalent(in_path, out_path, error)) {
         throw UsageError("OUT is the same file as IN, which it would replace; choose another OUT");
@@ -156,10 +158,13 @@ int run_apply(const std::vector<std::string> &args) {
     norm.forward(x, grouping, TensorView(y.data(), out_dtype, shape), out_dtype);
 
     record_parameters(parameters.metadata, config, out_dtype);
-    safetensors::write(out_path,
-                       {{"y", safetensors::dtype_tag(out_dtype), shape, y.data()},
-                        {"y_f32", "F32", shape, y_f32.data()}},
-                       parameters.metadata);
+    const safetensors::Encoded encoded = safetensors::encode(out_path,
+        {{"y", safetensors::dtype_tag(out_dtype), shape, y.data()}, {"y_f32", "F32", shape, y_f32.data()}},
+        parameters.metadata);
+    OutputFile out(out_path);
+    out.write(encoded.head.data(), encoded.head.size());
+    for (const auto &[data, size] : encoded.data) out.write(data, size);
+    out.commit();
     return 0;
 }
 
