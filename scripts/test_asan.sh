@@ -8,7 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/sanitize_env.sh
-export BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
-bash scripts/build.sh "${SANITIZE_CONFIG[@]}" -DMAGI2NORM_SANITIZE=address,undefined -DMAGI2NORM_FUZZ=ON -DMAGI2NORM_BUILD_TESTS=ON
+BUILD_DIR=$ASAN_BUILD_DIR bash scripts/build.sh "${ASAN_CONFIG[@]}"
 export PATH="$PWD/.venv/bin:$PATH"
-ctest --test-dir "$BUILD_DIR" -L asan --output-on-failure --no-tests=error -j 2 "$@"
+ctest --test-dir "$ASAN_BUILD_DIR" -L asan --output-on-failure --no-tests=error -j 2 "$@"
