@@ -80,19 +80,21 @@ OutputFile::OutputFile(const std::string &path) : path_(path) {
         fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd_ < 0 && (errno != EEXIST || n == 100)) fail(path, "cannot create " + temp_);
     }
-    if (temp_.size() >= sizeof g_temp) {
-        discard();
+    // A file that is replaced keeps its permissions.
+    struct stat existing {};
+    const bool kept = ::stat(target_.c_str(), &existing) != 0 || ::fchmod(fd_, existing.st_mode & 07777) == 0;
+    if (!kept || temp_.size() >= sizeof g_temp) {
+        const int why = errno;
+        ::close(fd_);
+        ::unlink(temp_.c_str());
+        errno = why;
+        if (!kept) fail(path, "cannot set the permissions of " + temp_);
         throw Error(ErrorCode::io, path + ": path too long");
     }
     std::memcpy(g_temp, temp_.c_str(), temp_.size() + 1);
     g_temp_set = 1;
     catch_signal(SIGINT, old_int_);
     catch_signal(SIGTERM, old_term_);
-    // A file that is replaced keeps its permissions.
-    struct stat existing {};
-    if (::stat(target_.c_str(), &existing) == 0 && ::fchmod(fd_, existing.st_mode & 07777) != 0) {
-        fail(path, "cannot set the permissions of " + temp_);
-    }
 }
 
 OutputFile::~OutputFile() {
