@@ -6,11 +6,15 @@ set(MAGI2NORM_DTYPES f32 bf16 f16)
 
 # Halide target features common to every variant:
 #   large_buffers: tensors over 2 GiB (the model's reach several GiB);
+#   no_asserts, no_bounds_query: the runtime checks every view, grouping and pointer before a
+#                 call (runtime/src/views.cpp, call_plan.cpp) and never asks a variant for its
+#                 bounds, so the generated checks and the bounds arithmetic (integer divisions)
+#                 that a call would compute first are dropped;
 #   strict_float: no fast-math rewriting, so NaN/Inf propagate as SPEC.md says and the FP32
 #                 result is the formula's, rounding step by rounding step;
 #   user_context: every call carries the runtime's per-call state (the caller's CUDA context
 #                 and stream) to Halide's runtime hooks.
-set(MAGI2NORM_FEATURES large_buffers strict_float user_context)
+set(MAGI2NORM_FEATURES large_buffers no_asserts no_bounds_query strict_float user_context)
 list(JOIN MAGI2NORM_FEATURES "-" MAGI2NORM_FEATURES_JOINED)
 
 set(MAGI2NORM_RUNTIME magi2norm_halide_runtime)
@@ -57,7 +61,8 @@ endfunction()
 
 # magi2norm_generator_version(<out> [<files>]): what a tuning record was measured on, as far as
 # the sources go: the SHA-256 (hex) of a manifest of every file the variants are made from
-# (generators/, schedules/ and cmake/streaming_stores.py), one line "<file's SHA-256>  <path from
+# (generators/, schedules/, cmake/streaming_stores.py and this file, whose target features and
+# families change the objects too), one line "<file's SHA-256>  <path from
 # the source root>" a file, in byte order of the paths, hidden files and __pycache__ left out:
 # sha256sum's format, so `sha256sum <those files> | sha256sum` gives it too. Any change to them
 # may change what a schedule parameter does, so a record made before it is refused
@@ -66,7 +71,7 @@ function(magi2norm_generator_version out)
     get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
     file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${root} ${root}/generators/* ${root}/schedules/*)
     list(FILTER files EXCLUDE REGEX "(^|/)(\\.|__pycache__/)")
-    list(APPEND files cmake/streaming_stores.py)
+    list(APPEND files cmake/streaming_stores.py cmake/Magi2normVariants.cmake)
     list(SORT files)
     set(manifest "")
     foreach (f IN LISTS files)

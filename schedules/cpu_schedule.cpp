@@ -13,7 +13,7 @@ using OverTasks = std::function<void(Stage, int, TailStrategy, bool)>;
 // The paired-word form: rows of whole 8-word vectors with unit strides, so no strided path and
 // no tail. It prefetches as the element form does (below).
 void schedule_paired_words(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, const OverTasks &over_tasks,
-                           const Var &t_in, const Expr &bytes, const Expr &one_task) {
+                           const Var &t_in, const Expr &bytes, const Expr &one_task, const Expr &one_row) {
     const int vec = NormStages::kWordsPerVector;
     const auto rows = [&](Stage stage, int task_bytes, TailStrategy last_task, bool prefetch, bool parallel) {
         over_tasks(stage, task_bytes, last_task, parallel);
@@ -25,6 +25,7 @@ void schedule_paired_words(NormStages &s, const CpuKnobs &knobs, bool from_memor
         rows(s.output, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true, true);
     } else {
         rows(s.output.specialize(bytes >= knobs.prefetch_bytes), knobs.memory_task_bytes, TailStrategy::ShiftInwards, true, true);
+        rows(s.output.specialize(one_row), knobs.task_bytes, TailStrategy::GuardWithIf, false, false);
         rows(s.output.specialize(one_task), knobs.task_bytes, TailStrategy::GuardWithIf, false, false);
         rows(s.output, knobs.task_bytes, TailStrategy::GuardWithIf, false, true);
     }
@@ -67,8 +68,12 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
         stage.split(s.h, h_chunk, h_row, rows_per_chunk, TailStrategy::ShiftInwards);
     };
     // Calls of one task run on the calling thread with no parallel loop: no closure to pack and
-    // unpack (a T = 1 call of 128 f32 elements: 2223 -> 1864 instructions in the variant, callgrind).
+    // unpack.
     Expr one_task = tokens_per_task(knobs.task_bytes) >= tokens;
+    // One row (a decode step's call): with every outer extent 1 the task and chunk sizes fold to
+    // constants, so the call makes none of the integer divisions that size them, and its one
+    // sum of squares is on the stack.
+    Expr one_row = tokens == 1 && heads == 1 && s.output.output_buffer().dim(2).extent() == 1;
 
     // Per-token and per-row scalars in registers.
     s.modality.compute_at(s.output, t_in);
@@ -79,7 +84,7 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     s.sum_squares.store_at(s.output, task).compute_at(s.output, h_chunk);
 
     if (s.paired_words) {
-        schedule_paired_words(s, knobs, from_memory_only, over_tasks, t_in, bytes, one_task);
+        schedule_paired_words(s, knobs, from_memory_only, over_tasks, t_in, bytes, one_task, one_row);
         return;
     }
 
@@ -110,6 +115,9 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     }
     // Every other call guards its last task, which computes no row twice.
     if (!from_memory_only) {
+        Stage single = s.output.specialize(one_row && contiguous);
+        over_tasks(single, knobs.task_bytes, TailStrategy::GuardWithIf, false);
+        single.vectorize(s.d, vec, TailStrategy::ShiftInwards);
         Stage serial = s.output.specialize(one_task);
         over_tasks(serial, knobs.task_bytes, TailStrategy::GuardWithIf, false);
         serial.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);

@@ -20,7 +20,7 @@ namespace magi2norm::tuning {
 namespace {
 
 // The build's features of every variant (cmake/Magi2normVariants.cmake, MAGI2NORM_FEATURES).
-const std::string kFeatures = "large_buffers-strict_float-user_context-no_runtime";
+const std::string kFeatures = MAGI2NORM_FEATURES;
 
 std::string plugin_of(const std::string &kind) {
     if (kind == "adams2019") return MAGI2NORM_PLUGIN_ADAMS2019;

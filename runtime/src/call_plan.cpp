@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "halide_calls.hpp"
 #include "kernel_args.hpp"
@@ -66,8 +67,11 @@ void plan_backend(CallPlan &p, const ConstTensorView &x, const Grouping &groupin
         if (stream.stream == nullptr) {
             throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
         }
-        if (has_negative_stride(p.x) || has_negative_stride(p.out)) {
-            throw Error(ErrorCode::stride, "views of OpenCL buffers start at the buffer's first byte, so their strides must be >= 0");
+        for (const auto &[view, what] : {std::pair{&p.x, "input"}, std::pair{&p.out, "output"}}) {
+            if (has_negative_stride(*view)) {
+                throw Error(ErrorCode::stride, std::string(what) + " " + shape_string(view->shape) +
+                                                   " is an OpenCL buffer, which a view starts at the first byte of, so its strides must be >= 0");
+            }
         }
     }
 }
@@ -142,10 +146,10 @@ bool paired_layout(const CallPlan &p) {
     return true;
 }
 
-// The span of `bytes` at an OpenCL buffer `mem`, which must hold them all (OpenCL checks nothing
+// Where `bytes` lie in an OpenCL buffer `mem`, which must hold them all (OpenCL checks nothing
 // when the kernel runs): else Error(`code`), "`what` <bytes> bytes but the OpenCL buffer holds
 // <size>". Nothing is looked up for 0 bytes (an empty view's handle may be null).
-ByteSpan cl_span(const void *mem, std::uint64_t bytes, ErrorCode code, const std::string &what) {
+Region cl_region(const void *mem, std::uint64_t bytes, ErrorCode code, const std::string &what) {
     if (bytes == 0) return {};
     const auto extent = opencl_extent(mem);
     if (bytes > extent.size) {
@@ -154,28 +158,33 @@ ByteSpan cl_span(const void *mem, std::uint64_t bytes, ErrorCode code, const std
     return {extent.root, extent.offset, extent.offset + bytes};
 }
 
-// The span of a view at `data`: host addresses, or the part of its OpenCL buffer it covers
+// The elements of a view at `data`: host addresses, or the part of its OpenCL buffer it covers
 // (strides >= 0, so [0, hi) of the buffer).
-ByteSpan view_span(const CallPlan &p, const CheckedView &v, const void *data, const char *what) {
-    if (!p.cl_buffers) return host_span(v, data, what);
+Region view_region(const CallPlan &p, const CheckedView &v, const void *data, const char *what) {
+    if (!p.cl_buffers) return host_region(v, data, what);
     if (v.count > 0 && data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
-    return cl_span(data, static_cast<std::uint64_t>(v.hi_bytes), ErrorCode::shape, std::string(what) + " view needs");
+    Region r = cl_region(data, static_cast<std::uint64_t>(v.hi_bytes), ErrorCode::shape, std::string(what) + " view needs");
+    r.elem_bytes = static_cast<std::int64_t>(dtype_size(v.dtype));
+    r.shape = &v.shape;
+    r.strides = &v.strides;
+    return r;
 }
 
 // Per-token ids: the pointer, its place apart from the output (the kernel writes the output
 // while it reads them), then their values where the host can read them (device ids are clamped
 // to [0, M) by the kernel).
-void check_ids(const CallPlan &p, const std::int32_t *ids, const ByteSpan &out) {
+void check_ids(const CallPlan &p, const std::int32_t *ids, const Region &out) {
     if (p.tokens == 0) return;
     if (ids == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
     const auto bytes = static_cast<std::uint64_t>(p.tokens) * sizeof(std::int32_t);
     const std::string what = "modality ids for " + std::to_string(p.tokens) + " tokens need";
-    const ByteSpan span = p.cl_buffers ? cl_span(ids, bytes, ErrorCode::grouping, what)
-                                       : ByteSpan{nullptr, reinterpret_cast<std::uintptr_t>(ids),
-                                                  reinterpret_cast<std::uintptr_t>(ids) + bytes};
-    if (overlap(span, out)) {
-        throw Error(ErrorCode::overlap, "modality ids and output memory overlap (the kernel would overwrite ids it reads)");
-    }
+    const Dims shape(1, p.tokens), strides(1, 1);
+    Region span = p.cl_buffers ? cl_region(ids, bytes, ErrorCode::grouping, what)
+                               : Region{nullptr, reinterpret_cast<std::uintptr_t>(ids), reinterpret_cast<std::uintptr_t>(ids) + bytes};
+    span.elem_bytes = sizeof(std::int32_t);
+    span.shape = &shape;
+    span.strides = &strides;
+    check_disjoint(span, "modality ids", out, "output", "the kernel would overwrite ids it reads");
     if (p.memory != Memory::host) return;
     const std::int64_t m = p.norm->config.num_modality;
     for (std::int64_t t = 0; t < p.tokens; ++t) {
@@ -275,7 +284,7 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
                                           dtype_name(out_dtype));
     }
     p.layout = plan_layout(config, p.x, p.out);
-    check_no_self_alias(p.out, "output");
+    check_no_self_overlap(p.out, "output");
     plan_backend(p, x, grouping, out, options.stream);
     plan_grouping(p, config, grouping);
     p.num_threads = options.num_threads;
@@ -313,13 +322,9 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
 void run_call(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) { run_call(p, nullptr, x, out, ids); }
 
 void run_call(const CallPlan &p, const KernelEntry *kernel, const void *x, void *out, const std::int32_t *ids) {
-    const ByteSpan out_span = view_span(p, p.out, out, "output");
-    const ByteSpan x_span = view_span(p, p.x, x, "input");
-    if (overlap(x_span, out_span)) {
-        throw Error(ErrorCode::overlap, p.cl_buffers ? "input and output overlap in the same OpenCL buffer (in-place calls are not supported)"
-                                                     : "input and output memory ranges overlap (in-place and interleaved views are not supported)");
-    }
-    if (p.checks_ids) check_ids(p, ids, out_span);
+    const Region out_region = view_region(p, p.out, out, "output");
+    check_disjoint(view_region(p, p.x, x, "input"), "input", out_region, "output", "in-place calls are not supported");
+    if (p.checks_ids) check_ids(p, ids, out_region);
     if (p.out.count == 0) return;
     if (p.through_copies) {
         launch_through_copies(p, x, out, ids);

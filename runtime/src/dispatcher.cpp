@@ -55,10 +55,10 @@ void check_permutable(const detail::CheckedView &in, const detail::CheckedView &
     if (in.shape.empty() || in.shape[0] != num_tokens) {
         throw Error(ErrorCode::shape, "dispatch needs axis 0 of length " + std::to_string(num_tokens) + " (the token count)");
     }
-    detail::check_no_self_alias(out, "dispatch output");
-    if (detail::overlap(detail::host_span(in, in.data, "dispatch input"), detail::host_span(out, out.data, "dispatch output"))) {
-        throw Error(ErrorCode::overlap, "dispatch input and output memory ranges overlap (in-place and interleaved views are not supported)");
-    }
+    detail::check_no_self_overlap(out, "dispatch output");
+    detail::check_disjoint(detail::host_region(in, in.data, "dispatch input"), "dispatch input",
+                           detail::host_region(out, out.data, "dispatch output"), "dispatch output",
+                           "in-place permutations are not supported");
 }
 
 // out[rows_out[i]] = in[rows_in[i]] for every token i, one row (a view of rank - 1) at a time.

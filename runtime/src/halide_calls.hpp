@@ -13,7 +13,7 @@ namespace magi2norm::detail {
 // (CUDA: CUcontext and CUstream, read by the CUDA hooks in backends.cpp; OpenCL: cl_context and
 // cl_command_queue, read by opencl_context.cpp), both null when the library's own are wanted;
 // and the call's parallel loop (threads.cpp): a host's loop, or the library's pool with at most
-// `num_threads` of its threads (0: all of them).
+// `num_threads` of its threads (resolve_parallel_loop: the call's, else the process's).
 struct CallContext {
     void *context = nullptr;
     void *stream = nullptr;

@@ -56,11 +56,13 @@ struct KernelArgs {
           starts(plan.group_starts), eps(plan.norm->config.eps) {
         const KernelLayout &l = plan.layout;
         const bool paired = form == Form::paired_words;
-        const std::int64_t per = paired ? 2 : 1;
+        // Halves by a constant divisor: a divisor chosen at run time made six integer divisions
+        // of every call.
+        const auto words = [paired](std::int64_t elements) { return paired ? elements / 2 : elements; };
         for (int axis = 0; axis < 4; ++axis) {
-            const bool words = axis == 0 && paired;
-            x.set_dim(axis, l.extent[axis] / (words ? 2 : 1), words ? 1 : l.x_stride[axis] / per);
-            out.set_dim(axis, l.extent[axis] / (words ? 2 : 1), words ? 1 : l.out_stride[axis] / per);
+            const bool inner = axis == 0 && paired;
+            x.set_dim(axis, inner ? l.extent[0] / 2 : l.extent[axis], inner ? 1 : words(l.x_stride[axis]));
+            out.set_dim(axis, inner ? l.extent[0] / 2 : l.extent[axis], inner ? 1 : words(l.out_stride[axis]));
         }
         const NormConfig &c = plan.norm->config;
         scale.set_dim(0, c.dim, 1);

@@ -165,10 +165,19 @@ const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, 
         const int i = kIndex[key_of(backend, in, out, form, streaming)];
         return i < 0 ? nullptr : &kKernels[i];
     }
-    // CUDA variants are all untuned (the build takes CPU tuning records only).
+    // CUDA: a class variant whose code the device can run (a record's classes are for the
+    // capability it was measured at), else the untuned variant of the highest capability the
+    // device has, else of the lowest (the driver says whether it runs).
+    if constexpr (kClassCount > 0) {
+        for (const int i : kClassIndex) {
+            const KernelEntry &k = kKernels[i];
+            if (k.compute_capability <= device_capability && serves_class(k, backend, in, out, form, streaming, size)) return &k;
+        }
+    }
     const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
-        if (k.backend != backend || k.in != in || k.out != out || (k.streaming_alignment > 0) != streaming || k.form != form) {
+        if (k.backend != backend || k.in != in || k.out != out || (k.streaming_alignment > 0) != streaming || k.form != form ||
+            k.tuning_class > 0) {
             continue;
         }
         if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;

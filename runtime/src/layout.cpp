@@ -35,6 +35,21 @@ void check_rank_and_dim(const NormConfig &config, const Dims &shape) {
     }
 }
 
+// The kernels index with int32 extents and strides: Error(overflow) naming the view otherwise
+// (the strides of extent-1 axes are 0 here, check_geometry).
+void check_int32_axes(const CheckedView &v, const char *what) {
+    constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+    for (std::size_t i = 0; i < v.shape.size(); ++i) {
+        if (v.shape[i] > kMax || std::llabs(v.strides[i]) > kMax) {
+            throw Error(ErrorCode::overflow, std::string(what) + " " + shape_string(v.shape) + " has " +
+                                                 (v.shape[i] > kMax ? "extent " + std::to_string(v.shape[i])
+                                                                    : "stride " + std::to_string(v.strides[i])) +
+                                                 " on axis " + std::to_string(i) +
+                                                 ": the kernels take extents and strides up to 2^31 - 1 elements");
+        }
+    }
+}
+
 // Whether the kernel axes `inner` and `outer` walk as one axis of `inner`'s strides.
 bool mergeable(const KernelLayout &l, int inner, int outer) {
     return l.extent[outer] == 1 || (l.x_stride[outer] == l.x_stride[inner] * l.extent[inner] &&
@@ -113,6 +128,8 @@ KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const C
         throw Error(ErrorCode::shape, "output shape is " + shape_string(out.shape) + " but input " +
                                           shape_string(x.shape) + " gives " + shape_string(expected));
     }
+    check_int32_axes(x, "input");
+    check_int32_axes(out, "output");
     KernelLayout layout;
     layout.extent = {1, 1, 1, 1};
     const bool patterned = config.num_patterns > 1;
@@ -126,20 +143,13 @@ KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const C
     const std::size_t shift = rank - x.shape.size();
     for (std::size_t i = 0; i < x.shape.size(); ++i) {
         const int axis = kernel_axis(rank, i + shift, patterned);
-        // An extent-1 axis against a larger output extent is broadcast: stride 0.
-        layout.x_stride[axis] = x.shape[i] == 1 ? 0 : x.strides[i];
+        // An extent-1 axis (stride 0, check_geometry) against a larger output extent is broadcast.
+        layout.x_stride[axis] = x.strides[i];
     }
     layout.has_token_axis = !(rank == 1 || (patterned && rank == 2));
     layout.scale_h_stride = patterned ? config.dim : 0;
-
-    constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
-    for (int axis = 0; axis < 4; ++axis) {
-        if (layout.extent[axis] > kMax || std::llabs(layout.x_stride[axis]) > kMax ||
-            std::llabs(layout.out_stride[axis]) > kMax) {
-            throw Error(ErrorCode::overflow, "an extent or stride exceeds 2^31 - 1 elements (input " +
-                                                 shape_string(x.shape) + ")");
-        }
-    }
+    // A row of one element never steps along d: unit strides give it the dense path.
+    if (layout.extent[kD] == 1) layout.x_stride[kD] = layout.out_stride[kD] = 1;
     return layout;
 }
 

@@ -1,7 +1,10 @@
 // CPU threading: every parallel loop of a variant comes to forward_par_for, which runs it on
 // the call's loop (CallContext): a host's parallel loop, or the library's pool (Halide's) with
-// at most the call's thread count, by handing the pool that many tasks, each running a run of
-// consecutive loop iterations.
+// at most the call's thread count, by handing the pool no more tasks than that count, each
+// taking the loop's iterations one at a time until none are left. The count is the library's,
+// never the pool's: Halide's pool keeps every thread it ever started, and its own setting only
+// bounds how many it starts, so a pool grown to two threads would run a one-thread call's
+// tasks on both.
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -21,7 +24,7 @@ std::mutex host_loop_mutex;
 std::atomic<unsigned> host_loop_version{0};
 std::atomic<ParallelFor> host_loop_run{nullptr};
 std::atomic<void *> host_loop_context{nullptr};
-std::atomic<int> pool_threads{0};  // set_num_threads; 0: every thread of the pool
+std::atomic<int> pool_threads{0};  // the calls' thread count (set_num_threads); 0 until first asked
 
 ParallelLoop process_loop() {
     for (;;) {
@@ -56,18 +59,33 @@ int run_serially(void *user_context, halide_task_t task, int min, int size, std:
     return 0;
 }
 
-// A loop of `size` iterations as `groups` pool tasks of consecutive iterations.
-struct Groups {
+// A loop of `size` iterations as `workers` pool tasks, each running iterations until none are
+// left (balanced like the pool's own scheduling, on at most `workers` threads).
+struct Workers {
     halide_task_t task;
-    int min, size, groups;
+    int min, size;
     std::uint8_t *closure;
+    std::atomic<int> next{0};
+    std::atomic<int> result{0};
+    // Released by the caller before the pool starts and acquired by each worker first, and
+    // released by each worker at its end and acquired by the caller once the pool returns:
+    // Halide's pool synchronises through its own uninstrumented mutex, which ThreadSanitizer
+    // cannot see, so these order the workers' accesses visibly after the caller's setup and
+    // before the caller's next use of its stack.
+    std::atomic<int> started{0}, finished{0};
 };
 
-int run_group(void *user_context, int group, std::uint8_t *closure) {
-    const auto *g = reinterpret_cast<const Groups *>(closure);
-    const int begin = static_cast<int>(static_cast<std::int64_t>(g->size) * group / g->groups);
-    const int end = static_cast<int>(static_cast<std::int64_t>(g->size) * (group + 1) / g->groups);
-    return run_serially(user_context, g->task, g->min + begin, end - begin, g->closure);
+int run_worker(void *user_context, int, std::uint8_t *closure) {
+    auto *w = reinterpret_cast<Workers *>(closure);
+    w->started.load(std::memory_order_acquire);
+    for (int i = w->next.fetch_add(1); i < w->size && w->result.load(std::memory_order_relaxed) == 0; i = w->next.fetch_add(1)) {
+        const int result = halide_do_task(user_context, w->task, w->min + i, w->closure);
+        int none = 0;
+        if (result != 0) w->result.compare_exchange_strong(none, result);
+    }
+    const int result = w->result.load();
+    w->finished.fetch_add(1, std::memory_order_release);
+    return result;
 }
 
 int forward_par_for(void *user_context, halide_task_t task, int min, int size, std::uint8_t *closure) {
@@ -79,12 +97,15 @@ int forward_par_for(void *user_context, halide_task_t task, int min, int size, s
     }
     // One task (a tiny call), or one thread: here, as Halide's pool would only add a lock and a
     // wake-up.
-    if (size <= 1 || call->num_threads == 1) return run_serially(user_context, task, min, size, closure);
-    // Fewer threads than the pool has: as many pool tasks as threads (with the pool's own count,
-    // its own scheduling, which balances better than fixed runs).
-    if (call->num_threads > 1 && call->num_threads < size && call->num_threads < halide_get_num_threads()) {
-        Groups groups{task, min, size, call->num_threads, closure};
-        return halide_default_do_par_for(user_context, run_group, 0, groups.groups, reinterpret_cast<std::uint8_t *>(&groups));
+    if (size <= 1 || call->num_threads <= 1) return run_serially(user_context, task, min, size, closure);
+    // No more tasks than threads: the pool may hold more threads than the call may use.
+    if (call->num_threads < size) {
+        Workers workers{task, min, size, closure};
+        workers.started.store(1, std::memory_order_release);
+        const int result =
+            halide_default_do_par_for(user_context, run_worker, 0, call->num_threads, reinterpret_cast<std::uint8_t *>(&workers));
+        workers.finished.load(std::memory_order_acquire);
+        return result;
     }
     return halide_default_do_par_for(user_context, task, min, size, closure);
 }
@@ -101,23 +122,27 @@ void install_parallel_loop() { halide_set_custom_do_par_for(forward_par_for); }
 
 void resolve_parallel_loop(CallContext &call, const std::optional<ParallelLoop> &loop, const std::optional<int> &threads) {
     call.loop = loop ? *loop : process_loop();
-    call.num_threads = threads ? std::max(0, *threads) : pool_threads.load(std::memory_order_relaxed);
+    call.num_threads = threads && *threads > 0 ? *threads : num_threads();
 }
 
 }  // namespace detail
 
 // The one Halide runtime inside the library owns the pool all variants share; it grows to the
-// count asked for, and each call then hands it at most that many tasks.
+// count asked for (threads it started before stay, idle), and each call then hands it at most
+// that many tasks.
 void set_num_threads(int n) {
     halide_set_num_threads(n <= 0 ? 0 : n);
-    pool_threads.store(n <= 0 ? 0 : halide_get_num_threads(), std::memory_order_relaxed);
+    pool_threads.store(halide_get_num_threads(), std::memory_order_relaxed);
 }
 
 int num_threads() {
     if (const int n = pool_threads.load(std::memory_order_relaxed); n > 0) return n;
     // Halide's pool reports 0 until its first use; asking for the default settles the count.
     if (halide_get_num_threads() == 0) halide_set_num_threads(0);
-    return halide_get_num_threads();
+    const int n = halide_get_num_threads();
+    int unset = 0;
+    pool_threads.compare_exchange_strong(unset, n, std::memory_order_relaxed);
+    return pool_threads.load(std::memory_order_relaxed);
 }
 
 void set_parallel_for(ParallelFor parallel_for, void *context) {

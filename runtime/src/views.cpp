@@ -32,6 +32,11 @@ void check_geometry(CheckedView &v, DType dtype, const std::vector<std::int64_t>
     v.count = count_elements(v.shape);
     v.strides = strides.empty() ? contiguous_dims(v.shape) : Dims(strides, what);
     v.lo_bytes = v.hi_bytes = 0;
+    // An axis of extent 1 never steps, and an empty view addresses nothing: their strides are
+    // held as 0, so that no later check (overflow, alignment, contiguity, overlap) sees them.
+    for (std::size_t i = 0; i < v.shape.size(); ++i) {
+        if (v.count == 0 || v.shape[i] == 1) v.strides[i] = 0;
+    }
     if (v.count == 0) return;
 
     // Lowest and highest element offsets, then bytes; every step checked for overflow.
@@ -68,32 +73,6 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
     address_range(v, data, what);
     v.data = data;
     return v;
-}
-
-void check_no_self_alias(const CheckedView &view, const char *what) {
-    if (view.count <= 1) return;
-    // Sorted by |stride|, each axis must step past everything the inner axes cover.
-    std::array<std::size_t, kMaxRank> axes{};
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < view.shape.size(); ++i) {
-        if (view.shape[i] > 1) axes[n++] = i;
-    }
-    std::sort(axes.begin(), axes.begin() + n, [&](std::size_t a, std::size_t b) {
-        return std::llabs(view.strides[a]) < std::llabs(view.strides[b]);
-    });
-    std::int64_t covered = 1;  // elements spanned by the inner axes, in units of one element
-    for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t axis = axes[k];
-        const std::int64_t stride = std::llabs(view.strides[axis]);
-        if (stride < covered) {
-            throw Error(ErrorCode::stride, std::string(what) + " axis " + std::to_string(axis) + " (stride " +
-                                               std::to_string(view.strides[axis]) + ", extent " +
-                                               std::to_string(view.shape[axis]) +
-                                               ") may address the same memory as the axes inside it: output strides"
-                                               " must order the axes without interleaving");
-        }
-        covered = stride * (view.shape[axis] - 1) + covered;
-    }
 }
 
 void copy_elements(const CheckedView &src, void *dst, const Dims &dst_strides) {

@@ -52,8 +52,8 @@ void row_major_strides(const Shape &shape, Strides &strides) {
     }
 }
 
-// A view whose geometry has been checked: strides resolved (row-major when none were given),
-// element count, and the bytes its elements touch, [lo_bytes, hi_bytes) from its element 0
+// A view whose geometry has been checked: strides resolved (row-major when none were given;
+// 0 on axes of extent 1 and on every axis of an empty view, which address nothing), element count, and the bytes its elements touch, [lo_bytes, hi_bytes) from its element 0
 // (both 0 for 0 elements). `data` is set by check_view, null after check_geometry.
 struct CheckedView {
     const void *data = nullptr;
@@ -82,9 +82,6 @@ AddressRange address_range(const CheckedView &view, const void *data, const char
 // check_geometry, then address_range at `data`: a view whose data is read now.
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
                        const std::vector<std::int64_t> &strides, const char *what);
-
-// For a view that is written: throws Error(stride) if two of its elements share memory.
-void check_no_self_alias(const CheckedView &view, const char *what);
 
 // Copies every element of `src` into the element of `dst` at the same index (same shape and
 // element size; strides may differ).

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -22,12 +23,15 @@ using magi2norm::RMSNorm;
 
 std::mutex seen_mutex;
 std::set<std::thread::id> seen_threads;
+// Tasks that take long enough for every thread the pool would use to wake up and take some.
+std::atomic<bool> slow_tasks{false};
 
 int recording_do_task(void *user_context, halide_task_t f, int idx, std::uint8_t *closure) {
     {
         std::lock_guard<std::mutex> lock(seen_mutex);
         seen_threads.insert(std::this_thread::get_id());
     }
+    if (slow_tasks) std::this_thread::sleep_for(std::chrono::microseconds(300));
     return halide_default_do_task(user_context, f, idx, closure);
 }
 
@@ -55,6 +59,7 @@ protected:
         magi2norm::set_num_threads(0);
         magi2norm::set_parallel_for(nullptr);
         magi2norm::set_streaming_policy(magi2norm::default_streaming_policy());
+        slow_tasks = false;
     }
     // The threads that ran tasks of one call with `options` (and host_loop_calls counts its host
     // loop's calls); its output equals the plain call's.
@@ -91,6 +96,48 @@ TEST_F(CallOptionsTest, TheProcessThreadCountTakesEffectForLaterCalls) {
     threads_of({});
     magi2norm::set_num_threads(1);
     EXPECT_EQ(threads_of({}), std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+// Halide's pool keeps the threads it started: after calls on four threads, a process count of
+// two must still keep each call on two, and of one on the calling thread alone.
+TEST_F(CallOptionsTest, AFallingThreadCountTakesEffectThoughThePoolKeepsItsThreads) {
+    slow_tasks = true;
+    magi2norm::set_num_threads(4);
+    // Threads the pool starts may wake too late for one call on a loaded machine: calls until
+    // more than two have run tasks.
+    std::set<std::thread::id> pool;
+    for (int call = 0; call < 50 && pool.size() <= 2; ++call) {
+        const std::set<std::thread::id> used = threads_of({});
+        pool.insert(used.begin(), used.end());
+    }
+    EXPECT_GT(pool.size(), 2u) << "the pool grew to more than two threads";
+    magi2norm::set_num_threads(2);
+    for (int call = 0; call < 5; ++call) EXPECT_LE(threads_of({}).size(), 2u);
+    magi2norm::set_num_threads(1);
+    EXPECT_EQ(threads_of({}), std::set<std::thread::id>{std::this_thread::get_id()});
+    magi2norm::set_num_threads(3);
+    EXPECT_LE(threads_of({}).size(), 3u);
+    EXPECT_EQ(magi2norm::num_threads(), 3);
+}
+
+// The process's loop and streaming policy, set and reset between calls, apply to the calls that
+// start after each change.
+TEST_F(CallOptionsTest, TheProcesssLoopAndPolicyTakeEffectForLaterCalls) {
+    magi2norm::set_parallel_for(counting_loop);
+    threads_of({});
+    EXPECT_GT(host_loop_calls.load(), 0);
+    magi2norm::set_parallel_for(nullptr);
+    magi2norm::set_num_threads(1);
+    EXPECT_EQ(threads_of({}), std::set<std::thread::id>{std::this_thread::get_id()});
+    EXPECT_EQ(host_loop_calls.load(), 0) << "the library's pool again";
+
+    ref::HostTensor x(DType::f32, {2, 3072}), out(DType::f32, {2, 3072});
+    magi2norm::set_streaming_policy({1, 0, 0});
+    norm_.forward(x.view(), Grouping::none(), out.view());
+    EXPECT_TRUE(ran_variant(magi2norm::Backend::cpu, DType::f32, DType::f32, MAGI2NORM_STREAMING_ALIGNMENT > 0));
+    magi2norm::set_streaming_policy({0, 0, 0});
+    norm_.forward(x.view(), Grouping::none(), out.view());
+    EXPECT_TRUE(ran_variant(magi2norm::Backend::cpu, DType::f32, DType::f32, false));
 }
 
 TEST_F(CallOptionsTest, NeverMoreThreadsThanAsked) {

@@ -60,6 +60,26 @@ TEST(Reference, ScaleRoundsThePlusOneInTheWeightDtype) {
     EXPECT_EQ(ref::scale_of(weight.view()), std::vector<float>{1.0f + 0x1p-7f});
 }
 
+// The reference never applies the stride of an axis of extent 1, however large: a view with
+// INT64_MAX there reads as the dense one, in its copy and in its norm.
+TEST(Reference, ExtentOneAxesIgnoreTheirStride) {
+    ref::HostTensor x(ref::DType::f32, {1, 3, 4});
+    for (std::int64_t i = 0; i < x.size(); ++i) x.set(i, static_cast<float>(i) - 5.5f);
+    const std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    const ref::ConstTensorView odd(x.data(), ref::DType::f32, {1, 3, 4}, {kMax, 4, 1});
+    EXPECT_TRUE(ref::identical(ref::HostTensor::copy_of(odd).view(), x.view()));
+    ref::HostTensor weight(ref::DType::f32, {4});
+    const ref::Params params{4, 1e-6f, 1, 1};
+    EXPECT_TRUE(ref::identical(ref::rms_norm(params, weight.view(), odd).view(), ref::rms_norm(params, weight.view(), x.view()).view()));
+    // A row of one element (D = 1): the d axis's stride is never applied either.
+    const ref::ConstTensorView column(x.data(), ref::DType::f32, {12, 1}, {1, -kMax});
+    ref::HostTensor dense(ref::DType::f32, {12, 1});
+    for (std::int64_t i = 0; i < 12; ++i) dense.set(i, x.get(i));
+    ref::HostTensor one(ref::DType::f32, {1});
+    EXPECT_TRUE(ref::identical(ref::rms_norm({1, 1e-6f, 1, 1}, one.view(), column).view(),
+                               ref::rms_norm({1, 1e-6f, 1, 1}, one.view(), dense.view()).view()));
+}
+
 ref::HostTensor filled(ref::DType dtype, float value) {
     ref::HostTensor tensor(dtype, {2, 3});
     for (std::int64_t i = 0; i < tensor.size(); ++i) tensor.set(i, value);

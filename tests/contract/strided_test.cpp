@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <ostream>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include "norm_case.hpp"
 #include "random_values.hpp"
 #include "reference/gates.hpp"
+#include "throws_error.hpp"
 
 namespace contract {
 namespace {
@@ -170,6 +172,61 @@ TEST_P(Strided, StridedOutputs) {
         ref::HostTensor reversed(out_dtype, {kTokens, D});
         expect_into_strided(c, reversed, {reversed.data_at((kTokens - 1) * D), out_dtype, {kTokens, D}, {-D, 1}});
     }
+}
+
+// An axis of extent 1 never produces an offset, so its stride, however large or negative, is
+// accepted on every view (input, output, weight) and changes nothing: each call equals the
+// reference, and a BF16 -> BF16 row of whole blocks still takes the paired-word form.
+TEST_P(Strided, ExtentOneAxesTakeAnyStride) {
+    const DType in = GetParam().in, out_dtype = GetParam().out;
+    constexpr std::int64_t kHuge = std::int64_t{1} << 31, kMax = std::numeric_limits<std::int64_t>::max();
+    const ref::HostTensor x = random_input(in, {1, 4, 16}, rng_);
+    ref::HostTensor out(out_dtype, {1, 4, 16});
+    // The call of the report: a contiguous input, the output's extent-1 axis of stride 2^31.
+    const NormCase report = make_case(x.view(), 1, false);
+    const magi2norm::TensorView huge_out(out.data(), out_dtype, {1, 4, 16}, {kHuge, 16, 1});
+    expect_into_strided(report, out, huge_out);
+    magi2norm::RMSNorm(report.config, report.weight.view()).forward(x.view(), magi2norm::Grouping::none(), huge_out);
+    const magi2norm::Backend backend = magi2norm::default_backend();
+    EXPECT_TRUE(ran_variant(backend, in, out_dtype, false,
+                            backend == magi2norm::Backend::cpu && in == DType::bf16 && out_dtype == DType::bf16));
+    expect_into_strided(make_case({x.data(), in, {1, 4, 16}, {kMax, 16, 1}}, 1, false), out,
+                        {out.data(), out_dtype, {1, 4, 16}, {-kMax, 16, 1}});
+    // Extent-1 middle axes of a rank-4 view, grouped, and a row of one element (D = 1).
+    const ref::HostTensor x4 = random_input(in, {3, 1, 4, 16}, rng_);
+    ref::HostTensor out4(out_dtype, {3, 1, 4, 16});
+    expect_into_strided(make_case({x4.data(), in, {3, 1, 4, 16}, {64, kHuge * 4, 16, 1}}, 1, true), out4,
+                        {out4.data(), out_dtype, {3, 1, 4, 16}, {64, -kHuge * 8, 16, 1}});
+    const ref::HostTensor column = random_input(in, {5, 1}, rng_);
+    ref::HostTensor out_column(out_dtype, {5, 1});
+    expect_into_strided(make_case({column.data(), in, {5, 1}, {1, kHuge}}, 1, true), out_column,
+                        {out_column.data(), out_dtype, {5, 1}, {1, -7}});
+    // The weight: a [1, 16] view whose axis 0 has stride 2^50 is the same weight as a dense one.
+    const ref::HostTensor weight = random_weight(DType::bf16, {1, 16}, rng_);
+    magi2norm::NormConfig config;
+    config.dim = 16;
+    const magi2norm::RMSNorm dense(config, weight.view());
+    const magi2norm::RMSNorm strided(config, {weight.data(), DType::bf16, {1, 16}, {std::int64_t{1} << 50, 1}});
+    EXPECT_EQ(strided.scale(), dense.scale());
+    EXPECT_EQ(strided.scale(), ref::scale_of(weight.view()));
+}
+
+// A stride past the kernels' int32 on an axis that does step is refused, naming the view.
+TEST(ExtentOne, AStrideOfAnAxisThatStepsIsRefusedNamingItsView) {
+    magi2norm::NormConfig config;
+    config.dim = 16;
+    const magi2norm::RMSNorm norm(config);
+    const ref::HostTensor x(DType::f32, {2, 4, 16});
+    ref::HostTensor out(DType::f32, {2, 4, 16});
+    out.fill_bytes(kPoison);
+    const ref::HostTensor before = out;
+    const std::vector<std::int64_t> huge = {std::int64_t{1} << 31, 16, 1};
+    // The strides reach far past the memory, but the call is refused before any pointer is used.
+    EXPECT_TRUE(throws_error([&] { norm.forward(x.view(), magi2norm::Grouping::none(), {out.data(), DType::f32, {2, 4, 16}, huge}); },
+                             magi2norm::ErrorCode::overflow, {"output [2, 4, 16] has stride 2147483648 on axis 0"}));
+    EXPECT_TRUE(throws_error([&] { norm.forward({x.data(), DType::f32, {2, 4, 16}, huge}, magi2norm::Grouping::none(), out.view()); },
+                             magi2norm::ErrorCode::overflow, {"input [2, 4, 16] has stride 2147483648 on axis 0"}));
+    EXPECT_EQ(out.bytes(), before.bytes());
 }
 
 // With one modality the runtime regroups rows into more tokens where both views' strides allow it

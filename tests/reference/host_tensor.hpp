@@ -90,7 +90,8 @@ void for_each_index(const Shape &shape, F &&f) {
 
 // Walks `shape` in row-major order and calls f(flat, offset_a, offset_b): the element's flat
 // index and its offsets under two stride vectors (two views of one shape, walked in step).
-// Offsets advance incrementally, so a walk costs O(1) per element whatever the rank.
+// Offsets advance incrementally, so a walk costs O(1) per element whatever the rank; the stride
+// of an axis of extent 1 is never applied.
 template <typename F>
 void for_each_offset_pair(const Shape &shape, const Shape &strides_a, const Shape &strides_b, F &&f) {
     const std::int64_t count = num_elements(shape);
@@ -105,6 +106,7 @@ void for_each_offset_pair(const Shape &shape, const Shape &strides_a, const Shap
     while (flat < count) {
         for (std::int64_t i = 0; i < shape[inner]; ++i, ++flat) f(flat, row_a + i * strides_a[inner], row_b + i * strides_b[inner]);
         for (std::size_t axis = inner; axis-- > 0;) {
+            if (shape[axis] == 1) continue;  // never steps: its stride, however large, is never applied
             row_a += strides_a[axis];
             row_b += strides_b[axis];
             if (++index[axis] < shape[axis]) break;

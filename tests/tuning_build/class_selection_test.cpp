@@ -61,10 +61,11 @@ TEST(ServesClass, TheCallsKindWithinTheBounds) {
 struct Call {
     magi2norm::detail::NormState norm;
     CallPlan plan;
-    Call(DType in, DType out, std::int64_t dim, std::int64_t tokens) {
+    Call(DType in, DType out, std::int64_t dim, std::int64_t tokens, Backend backend = Backend::cpu) {
         norm.config.dim = dim;
         norm.paired_scale.assign(static_cast<std::size_t>(dim), 1.0f);
         plan.norm = &norm;
+        plan.backend = backend;
         plan.layout.extent = {dim, 1, 1, tokens};
         plan.layout.x_stride = plan.layout.out_stride = {1, dim, dim, dim};
         plan.x.dtype = in;
@@ -124,9 +125,12 @@ TEST(ClassSelection, CallsWithinAClassPlanItsVariants) {
     if (classes.empty()) GTEST_SKIP() << "built without a tuning record: no class variants";
     for (const KernelEntry *k : classes) {
         SCOPED_TRACE(k->name);
+        // A CUDA class is planned by the device's capability, which needs a driver: its PTX is
+        // checked by ptxas (label ptx).
+        if (k->backend == Backend::cuda) continue;
         const std::optional<Geometry> g = call_within(*k);
         if (!g) continue;
-        const Call inside(k->in, k->out, g->dim, g->tokens);
+        const Call inside(k->in, k->out, g->dim, g->tokens, k->backend);
         const KernelEntry *planned = inside.slot_of(*k);
         ASSERT_NE(planned, nullptr);
         // The first class variant that serves the call: this one, unless classes overlap.
@@ -139,7 +143,7 @@ TEST(ClassSelection, CallsWithinAClassPlanItsVariants) {
         }
         // Past the D bound the class does not serve.
         if (k->bounds.dim_max < (std::int64_t{1} << 30)) {
-            const Call past(k->in, k->out, plannable_dim(k->bounds.dim_max + 1, INT64_MAX), g->tokens);
+            const Call past(k->in, k->out, plannable_dim(k->bounds.dim_max + 1, INT64_MAX), g->tokens, k->backend);
             const KernelEntry *other = past.slot_of(*k);
             if (other != nullptr) EXPECT_NE(other, k) << other->name;
         }
@@ -151,6 +155,7 @@ TEST(ClassSelection, ARealCallReportsItsClassVariant) {
     if (classes.empty()) GTEST_SKIP() << "built without a tuning record: no class variants";
     for (const KernelEntry *k : classes) {
         if (k->streaming_alignment > 0) continue;  // the policy and the output's address decide those
+        if (k->backend == Backend::cuda) continue;  // no CUDA device here
         SCOPED_TRACE(k->name);
         const std::optional<Geometry> g = call_within(*k);
         if (!g || g->bytes > (64 << 20)) continue;
@@ -159,6 +164,7 @@ TEST(ClassSelection, ARealCallReportsItsClassVariant) {
         magi2norm::CallOptions options;
         options.streaming = magi2norm::StreamingPolicy{0, 0, 0};  // ordinary stores
         const std::vector<std::int64_t> shape = {g->tokens, g->dim};
+        options.stream.backend = k->backend;  // a GPU class: host memory staged through its device
         norm.forward(magi2norm::ConstTensorView(x.data(), k->in, shape), magi2norm::Grouping::none(),
                      magi2norm::TensorView(out.data(), k->out, shape), options);
         const std::string ran = magi2norm::last_variant();

@@ -42,7 +42,7 @@ enum class ErrorCode {
     weight,       // a weight of the wrong size or dtype
     modality_id,  // a per-token modality id outside [0, num_modality)
     null_data,    // a null data pointer for a non-empty tensor
-    overlap,      // input and output memory overlap
+    overlap,      // an element of the input (or an id) shares memory with one of the output
     overflow,     // sizes or offsets that do not fit the index types
     config,       // dim, eps, num_modality or num_patterns out of range
     format,       // a malformed file (safetensors)
@@ -111,8 +111,12 @@ struct Stream {
 // Tensor views
 // ---------------------------------------------------------------------------------------------
 // A strided view of a tensor. `strides` are in elements, one per axis, and may be 0
-// (broadcast) or negative; leave them empty for a contiguous row-major tensor. Views have at
-// most 8 axes (a norm's input and output 1 to 4).
+// (broadcast) or negative; leave them empty for a contiguous row-major tensor. The stride of
+// an axis of extent 1 is never applied, so any value is accepted there. Views have at most 8
+// axes (a norm's input and output 1 to 4). An input and an output may lie in one buffer, e.g.
+// interleaved, as long as no element of one shares a byte with an element of the other
+// (decided exactly; a layout the bounded test cannot decide is refused with Error(overlap), or
+// Error(stride) for an output's own elements).
 template <typename Pointer>
 struct BasicTensorView {
     Pointer data = nullptr;
