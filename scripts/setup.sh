@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the build needs that is not already here:
-#   - Debian packages (compiler toolchain, GoogleTest, Google Benchmark, JSON, OpenCL on the CPU);
+#   - Debian packages (compiler toolchain, GoogleTest, Google Benchmark, JSON, OpenCL on the CPU,
+#     and clang 15 with its sanitizer and libFuzzer runtimes and llvm-symbolizer for the
+#     sanitizer and fuzzing builds: clang 15 is bookworm's first with x86 _Float16, which the
+#     test reference uses);
 #   - Halide (pinned wheel from PyPI, a full C++ SDK with its LLVM), a recent CMake (Halide's CMake
 #     package needs CMake >= 3.28) and llvmlite (compiles the streaming-store variants,
 #     cmake/streaming_stores.py), into the project-local virtual environment .venv/.
@@ -12,7 +15,8 @@ HALIDE_VERSION=21.0.0
 CMAKE_VERSION=4.4.5
 LLVMLITE_VERSION=0.50.0
 DEB_PACKAGES=(build-essential ninja-build python3-venv googletest libgtest-dev libbenchmark-dev
-              nlohmann-json3-dev pocl-opencl-icd ocl-icd-opencl-dev libdlpack-dev pkg-config)
+              nlohmann-json3-dev pocl-opencl-icd ocl-icd-opencl-dev libdlpack-dev pkg-config
+              clang-15 libclang-common-15-dev llvm-15)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

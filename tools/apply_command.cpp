@@ -7,6 +7,7 @@
 #include "norm_parameters.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "magi2norm/safetensors.hpp"
+#include "output_file.hpp"
 
 namespace magi2norm::cli {
 
@@ -32,10 +33,8 @@ int run_apply(const std::vector<std::string> &args) {
     norm.forward(x, grouping, TensorView(y.data(), out_dtype, shape), out_dtype);
 
     record_parameters(parameters.metadata, config, out_dtype);
-    safetensors::write(out_path,
-                       {{"y", safetensors::dtype_tag(out_dtype), shape, y.data()},
-                        {"y_f32", "F32", shape, y_f32.data()}},
-                       parameters.metadata);
+    write_output_file(out_path, {{"y", safetensors::dtype_tag(out_dtype), shape, y.data()}, {"y_f32", "F32", shape, y_f32.data()}},
+                      parameters.metadata);
     return 0;
 }
 

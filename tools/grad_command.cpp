@@ -8,6 +8,7 @@
 #include "magi2norm/magi2norm.hpp"
 #include "magi2norm/safetensors.hpp"
 #include "norm_parameters.hpp"
+#include "output_file.hpp"
 
 namespace magi2norm::cli {
 
@@ -48,12 +49,12 @@ int run_grad(const std::vector<std::string> &args) {
 
     record_parameters(parameters.metadata, config, norm.output_dtype(x.dtype));
     parameters.metadata["dx_dtype"] = dtype_name(dx_dtype);
-    safetensors::write(out_path,
-                       {{"dx", safetensors::dtype_tag(dx_dtype), x.shape, dx.data()},
-                        {"dweight", safetensors::dtype_tag(weight.dtype), weight.shape, dweight.data()},
-                        {"dx_f32", "F32", x.shape, dx_f32.data()},
-                        {"dscale_f32", "F32", weight.shape, dscale_f32.data()}},
-                       parameters.metadata);
+    write_output_file(out_path,
+                      {{"dx", safetensors::dtype_tag(dx_dtype), x.shape, dx.data()},
+                       {"dweight", safetensors::dtype_tag(weight.dtype), weight.shape, dweight.data()},
+                       {"dx_f32", "F32", x.shape, dx_f32.data()},
+                       {"dscale_f32", "F32", weight.shape, dscale_f32.data()}},
+                      parameters.metadata);
     return 0;
 }
 

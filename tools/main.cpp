@@ -1,68 +1,7 @@
-// magi2-norm: the command-line face of the library (see usage below). Errors never escape as
-// crashes: library and file errors exit 1, command-line mistakes exit 2.
-#include <cstdio>
-#include <exception>
-#include <new>
+// magi2-norm: the command-line face of the library (tools/cli.cpp has the usage).
 #include <string>
 #include <vector>
 
-#include "apply_command.hpp"
-#include "cli_args.hpp"
-#include "demo_command.hpp"
-#include "grad_command.hpp"
-#include "magi2norm/magi2norm.hpp"
+#include "cli.hpp"
 
-namespace {
-
-const char kUsage[] =
-    "usage:\n"
-    "  magi2-norm apply IN.safetensors OUT.safetensors [--dim N] [--eps E] [--num-modality M]\n"
-    "                   [--num-patterns P] [--out-dtype f32|bf16|f16] [--threads N]\n"
-    "      Normalizes IN's `x` with IN's `weight`, grouped by `modality` (I32 ids per token) or\n"
-    "      `group_sizes` (I32/I64) when present; parameters come from IN's __metadata__ unless a\n"
-    "      flag overrides them. Writes `y` (in the output dtype) and `y_f32` (pre-cast) to OUT.\n"
-    "  magi2-norm grad IN.safetensors OUT.safetensors [apply's flags] [--dx-dtype f32|bf16|f16]\n"
-    "      The backward: from IN's `x`, `dy` (the output's gradient), `weight` and grouping, with\n"
-    "      apply's parameters plus dx_dtype (default: x's), writes `dx`, `dweight` (the weight's\n"
-    "      dtype), `dx_f32` and `dscale_f32` (the FP32 results before their casts) to OUT.\n"
-    "  magi2-norm demo [--tokens T] [--threads N] [--json]\n"
-    "      Times the MAGI-2 Preview norms on T (default 4096) synthetic tokens against the\n"
-    "      machine's copy bandwidth and checks sampled rows against a scalar reference.\n"
-    "  magi2-norm --help\n";
-
-int fail(int status, const std::string &message) {
-    std::fprintf(stderr, "magi2-norm: error: %s\n", message.c_str());
-    if (status == 2) std::fprintf(stderr, "%s", kUsage);
-    return status;
-}
-
-}  // namespace
-
-int main(int argc, char **argv) {
-    const std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty()) return fail(2, "no command");
-    for (const std::string &arg : args) {
-        if (arg == "--help" || arg == "-h") {
-            std::printf("%s", kUsage);
-            return 0;
-        }
-    }
-    const std::vector<std::string> rest(args.begin() + 1, args.end());
-    try {
-        if (args[0] == "apply") return magi2norm::cli::run_apply(rest);
-        if (args[0] == "grad") return magi2norm::cli::run_grad(rest);
-        if (args[0] == "demo") return magi2norm::cli::run_demo(rest);
-        return fail(2, "unknown command '" + args[0] + "'");
-    } catch (const magi2norm::cli::UsageError &e) {
-        return fail(2, e.what());
-    } catch (const magi2norm::Error &e) {
-        // what() reads "magi2norm: <code>: <message>"; the tool's own prefix stands in for the
-        // library's, so the line reads "magi2-norm: error: <code>: <message>".
-        const std::string message = e.what(), library = "magi2norm: ";
-        return fail(1, message.rfind(library, 0) == 0 ? message.substr(library.size()) : message);
-    } catch (const std::bad_alloc &) {
-        return fail(1, "out of memory (the input, its output or, for demo, --tokens is too large for this machine)");
-    } catch (const std::exception &e) {  // file errors
-        return fail(1, e.what());
-    }
-}
+int main(int argc, char **argv) { return magi2norm::cli::run_cli(std::vector<std::string>(argv + 1, argv + argc)); }

@@ -381,13 +381,21 @@ std::string write_target(const std::string &path) {
 
 }  // namespace
 
-void write(const std::string &path, const std::vector<OutputTensor> &tensors,
-           const std::map<std::string, std::string> &metadata) {
+Encoded encode(const std::string &path, const std::vector<OutputTensor> &tensors,
+               const std::map<std::string, std::string> &metadata) {
     std::vector<std::size_t> sizes;
     const std::string header = build_header(path, tensors, metadata, sizes);
+    Encoded encoded;
+    for (int i = 0; i < 8; ++i) encoded.head.push_back(static_cast<char>(static_cast<std::uint64_t>(header.size()) >> (8 * i)));
+    encoded.head += header;
+    for (std::size_t i = 0; i < tensors.size(); ++i) encoded.data.emplace_back(tensors[i].data, sizes[i]);
+    return encoded;
+}
+
+void write(const std::string &path, const std::vector<OutputTensor> &tensors,
+           const std::map<std::string, std::string> &metadata) {
+    const Encoded encoded = encode(path, tensors, metadata);
     const std::string target = write_target(path);
-    unsigned char length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
 
     // Write beside the target and rename, so that readers never see a half-written file. The
     // name is unique per call, not only per process: two threads may write the same path. A file
@@ -398,8 +406,10 @@ void write(const std::string &path, const std::vector<OutputTensor> &tensors,
     if (fd < 0) fail(ErrorCode::io, path, "cannot create " + temp + ": " + system_error_text());
     struct stat existing {};
     bool ok = ::stat(target.c_str(), &existing) != 0 || ::fchmod(fd, existing.st_mode & 07777) == 0;
-    ok = ok && write_all(fd, length, sizeof length) && write_all(fd, header.data(), header.size());
-    for (std::size_t i = 0; ok && i < tensors.size(); ++i) ok = write_all(fd, tensors[i].data, sizes[i]);
+    ok = ok && write_all(fd, encoded.head.data(), encoded.head.size());
+    for (std::size_t i = 0; ok && i < encoded.data.size(); ++i) ok = write_all(fd, encoded.data[i].first, encoded.data[i].second);
+    // On disk before the rename, so that a crash cannot leave the new name on missing data.
+    ok = ok && ::fsync(fd) == 0;
     std::string failure = ok ? std::string() : "cannot write " + temp + ": " + system_error_text();
     if (::close(fd) != 0 && failure.empty()) failure = "cannot write " + temp + ": " + system_error_text();
     if (failure.empty() && std::rename(temp.c_str(), target.c_str()) != 0) {

@@ -2,11 +2,13 @@
 
 namespace cli_test {
 
-ProcessResult run_cli(const std::vector<std::string> &args, const TempDir &dir) {
+Process start_cli(const std::vector<std::string> &args, const TempDir &dir, const std::vector<std::string> &env) {
     std::vector<std::string> argv{MAGI2NORM_CLI};
     argv.insert(argv.end(), args.begin(), args.end());
-    return run_process(argv, dir.path().string());
+    return start_process(argv, dir.path().string(), env);
 }
+
+ProcessResult run_cli(const std::vector<std::string> &args, const TempDir &dir) { return wait_process(start_cli(args, dir, {})); }
 
 std::vector<magi2norm::safetensors::OutputTensor> tensors_of(const magi2norm::safetensors::File &file) {
     std::vector<magi2norm::safetensors::OutputTensor> tensors;

@@ -13,7 +13,17 @@ struct ProcessResult {
     std::string out, err;
 };
 
-// argv[0] is the program's path; stdout and stderr go through files in `scratch_dir`.
+// A child started and not yet waited for.
+struct Process {
+    int pid = -1;
+    std::string out_path, err_path;
+};
+
+// argv[0] is the program's path; stdout and stderr go through files in `scratch_dir`; `env`
+// ("NAME=value") adds to the environment.
+Process start_process(const std::vector<std::string> &argv, const std::string &scratch_dir,
+                      const std::vector<std::string> &env = {});
+ProcessResult wait_process(const Process &process);
 ProcessResult run_process(const std::vector<std::string> &argv, const std::string &scratch_dir);
 
 // "exit 1" or "killed by signal 11", plus both streams, for assertion messages.

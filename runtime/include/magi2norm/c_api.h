@@ -38,7 +38,9 @@ typedef enum magi2norm_status {
     MAGI2NORM_ERROR_FORMAT,
     MAGI2NORM_ERROR_IO,
     MAGI2NORM_ERROR_DEVICE,
-    MAGI2NORM_ERROR_INTERNAL
+    MAGI2NORM_ERROR_INTERNAL,
+    /* As MAGI2NORM_DTYPE_RANGE_: magi2norm_status_name of any int32 is defined ("unknown"). */
+    MAGI2NORM_STATUS_RANGE_ = 0x7fffffff
 } magi2norm_status;
 
 /* "ok", "shape", ... "internal"; "unknown" for a value outside the enum. */

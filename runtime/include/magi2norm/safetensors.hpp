@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "magi2norm/magi2norm.hpp"
@@ -56,9 +57,21 @@ struct OutputTensor {
     const void *data = nullptr;       // contiguous, element_count(shape) * size of dtype bytes
 };
 
-// Writes a safetensors file (tensors in the given order). Throws Error(io) on failure.
+// Writes a safetensors file (tensors in the given order), flushed to disk before it replaces
+// `path`. Throws Error(io) on failure.
 void write(const std::string &path, const std::vector<OutputTensor> &tensors,
            const std::map<std::string, std::string> &metadata = {});
+
+// The bytes `write` puts in a file, for a host that writes the file itself: `head` (the 8-byte
+// header length and the padded header), then each piece of `data` in order (pointing into the
+// tensors' data). Throws as write does for tensors that would make a malformed file; `path`
+// names the file in those errors.
+struct Encoded {
+    std::string head;
+    std::vector<std::pair<const void *, std::size_t>> data;
+};
+Encoded encode(const std::string &path, const std::vector<OutputTensor> &tensors,
+               const std::map<std::string, std::string> &metadata = {});
 
 // The safetensors dtype name of a DType ("F32", "BF16", "F16") and back (nullopt if not one).
 const char *dtype_tag(DType dtype);
