@@ -142,8 +142,7 @@ void check_pointers(const Geometry &g, const void *x, const void *dy, const void
     check_disjoint(dws, "dweight", dys, "dy", written);
     check_disjoint(dws, "dweight", dxs, "dx", written);
     if (g.p.checks_ids) {
-        check_ids(g.p, ids, dxs);
-        check_ids(g.p, ids, dws);
+        check_ids(g.p, ids, {{&dxs, "dx"}, {&dws, "dweight"}});
     }
 }
 

@@ -210,10 +210,10 @@ void plan_grouping(CallPlan &p, const NormConfig &config, const Grouping &groupi
     });
 }
 
-// Per-token ids: the pointer, its place apart from the output (the kernel writes the output
-// while it reads them), then their values where the host can read them (device ids are clamped
-// to [0, M) by the kernel).
-void check_ids(const CallPlan &p, const std::int32_t *ids, const Region &out) {
+// Per-token ids: the pointer, its place apart from each view the call writes (the kernel writes
+// them while it reads the ids), then their values where the host can read them (device ids are
+// clamped to [0, M) by the kernel).
+void check_ids(const CallPlan &p, const std::int32_t *ids, std::initializer_list<WrittenRegion> written) {
     if (p.tokens == 0) return;
     if (ids == nullptr) throw Error(ErrorCode::null_data, "modality ids pointer is null");
     const auto bytes = static_cast<std::uint64_t>(p.tokens) * sizeof(std::int32_t);
@@ -224,7 +224,7 @@ void check_ids(const CallPlan &p, const std::int32_t *ids, const Region &out) {
     span.elem_bytes = sizeof(std::int32_t);
     span.shape = &shape;
     span.strides = &strides;
-    check_disjoint(span, "modality ids", out, "output", "the kernel would overwrite ids it reads");
+    for (const WrittenRegion &w : written) check_disjoint(span, "modality ids", *w.region, w.what, "the kernel would overwrite ids it reads");
     if (p.memory != Memory::host) return;
     const std::int64_t m = p.norm->config.num_modality;
     for (std::int64_t t = 0; t < p.tokens; ++t) {
@@ -324,7 +324,7 @@ void run_call(const CallPlan &p, const void *x, void *out, const std::int32_t *i
 void run_call(const CallPlan &p, const KernelEntry *kernel, const void *x, void *out, const std::int32_t *ids) {
     const Region out_region = view_region(p, p.out, out, "output");
     check_disjoint(view_region(p, p.x, x, "input"), "input", out_region, "output", "in-place calls are not supported");
-    if (p.checks_ids) check_ids(p, ids, out_region);
+    if (p.checks_ids) check_ids(p, ids, {{&out_region, "output"}});
     if (p.out.count == 0) return;
     if (p.through_copies) {
         launch_through_copies(p, x, out, ids);

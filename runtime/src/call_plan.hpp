@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -66,9 +67,14 @@ struct CallPlan {
 // checked against the plan's layout and token count; throws Error(grouping) naming the problem.
 void plan_grouping(CallPlan &plan, const NormConfig &config, const Grouping &grouping);
 
-// Per-token ids of a plan grouped by ids: not null, apart from `out` (the memory the call
-// writes), and in [0, num_modality) where the host can read them.
-void check_ids(const CallPlan &plan, const std::int32_t *ids, const Region &out);
+// Per-token ids of a plan grouped by ids: not null, apart from every region the call writes
+// (named in errors by `what`), and in [0, num_modality) where the host can read them (once,
+// however many regions).
+struct WrittenRegion {
+    const Region *region;
+    const char *what;
+};
+void check_ids(const CallPlan &plan, const std::int32_t *ids, std::initializer_list<WrittenRegion> written);
 
 // Throws Error naming the problem; reads no data pointer.
 CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
