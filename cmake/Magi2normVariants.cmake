@@ -156,14 +156,14 @@ function(magi2norm_machine_isa out)
 endfunction()
 
 # magi2norm_add_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...> [FAMILY <name>]
-#                        [FORM paired_words] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
+#                        [FORM paired_words|one_row] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
 #                        [DTYPES <in> <out>] [CLASS <n> <dim_min> <dim_max> <bytes_min> <bytes_max>]
 #                        [PARAMS <generator params...>] [CROSS <runtime>] [PTX])
 # One variant family, described once: its variants (one per dtype pair, or the one pair DTYPES)
 # and their lines in the runtime's table. The family is named FAMILY (default: the backend,
 # "cuda<nn>" for CUDA), plus "_t<n>" for class n of a tuning record, "_paired" for the paired-word
 # form of BF16 -> BF16 (generators/magi2_norm_generator.cpp, define_paired_words; other DTYPES
-# make no variant of it) and "_streaming" for outputs written with streaming stores, aligned to
+# make no variant of it), "_row" for the one-row form (calls of one dense row: one_row) and "_streaming" for outputs written with streaming stores, aligned to
 # MAGI2NORM_STREAMING_ALIGNMENT bytes (x86 targets, at least two; _magi2norm_streaming_library).
 # COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times 10, that the variants run on.
 # A CLASS family serves the calls of its dtype pair whose D is in [dim_min, dim_max] and whose
@@ -228,8 +228,14 @@ function(magi2norm_add_variants)
         set(family ${family}_paired)
         list(FILTER pairs INCLUDE REGEX "^bf16_bf16$")
         list(APPEND ARG_PARAMS paired_words=true)
+    elseif (ARG_FORM STREQUAL "one_row")
+        if (alignment OR NOT ARG_BACKEND STREQUAL "cpu")
+            message(FATAL_ERROR "magi2norm_add_variants: the one_row form is a CPU form with ordinary stores")
+        endif ()
+        set(family ${family}_row)
+        list(APPEND ARG_PARAMS one_row=true)
     elseif (NOT ARG_FORM STREQUAL "elements")
-        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements or paired_words, not ${ARG_FORM}")
+        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words or one_row, not ${ARG_FORM}")
     endif ()
     if (alignment)
         set(family ${family}_streaming)

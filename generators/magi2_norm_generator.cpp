@@ -49,6 +49,10 @@ public:
     // The paired-word form of BF16 -> BF16 (define_paired_words): x and out are uint32 words of
     // two elements; the runtime sends it contiguous rows of a multiple of 16 elements.
     GeneratorParam<bool> paired_words{"paired_words", false};
+    // The one-row form of the element form: x and out are one dense row (every outer extent 1)
+    // and scale is the row's modality's [D, 1, 1] block, picked by the runtime, so a call of
+    // one row (a decode step's) unpacks no strides, grouping or modality.
+    GeneratorParam<bool> one_row{"one_row", false};
     // The schedules' knobs (schedules/knobs.def): cpu_vector_width, ..., gpu_unroll; the runtime's
     // knobs are not the generator's.
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
@@ -103,10 +107,11 @@ public:
         Expr later_groups = 0;
         for (auto *start : group_starts) later_groups += select(t >= *start, 1, 0);
         s.modality = Func("modality");
-        s.modality(t) = clamp((*token_modality)(t) + later_groups, 0, num_modality - 1);
+        s.modality(t) = one_row ? Expr(0) : clamp((*token_modality)(t) + later_groups, 0, num_modality - 1);
 
         s.output = Func("norm");
         if (paired_words) {
+            if (one_row) throw CompileError("one_row is a form of the element form");
             define_paired_words(s);
         } else {
             define_elements(s);
@@ -118,6 +123,7 @@ public:
         s.x_inner_stride = x->dim(0).stride();
         s.out_inner_stride = out->dim(0).stride();
         s.in_bytes = element_type(in_type).bytes();
+        s.one_row = one_row;
         s.out_bytes = element_type(out_type).bytes();
         if (cpu_streaming_alignment > 0) require_streaming_layout(cpu_streaming_alignment);
 
@@ -257,6 +263,19 @@ private:
     void set_layout() {
         token_modality->dim(0).set_stride(Expr());
         scale->dim(1).set_stride(Expr());
+        if (one_row) {
+            Expr dim = x->dim(0).extent();
+            const auto dense_row = [](auto *b) {
+                b->dim(0).set_min(0).set_stride(1);
+                for (int i = 1; i < 4; ++i) b->dim(i).set_min(0).set_extent(1);
+            };
+            dense_row(x);
+            dense_row(out);
+            out->dim(0).set_extent(dim);
+            scale->dim(0).set_min(0);
+            for (int i = 1; i < 3; ++i) scale->dim(i).set_min(0).set_extent(1);
+            return;
+        }
         if (!paired_words) {
             x->dim(0).set_stride(Expr());
             out->dim(0).set_stride(Expr());

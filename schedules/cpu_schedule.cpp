@@ -13,7 +13,7 @@ using OverTasks = std::function<void(Stage, int, TailStrategy, bool)>;
 // The paired-word form: rows of whole 8-word vectors with unit strides, so no strided path and
 // no tail. It prefetches as the element form does (below).
 void schedule_paired_words(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, const OverTasks &over_tasks,
-                           const Var &t_in, const Expr &bytes, const Expr &one_task, const Expr &one_row) {
+                           const Var &t_in, const Expr &bytes, const Expr &one_task) {
     const int vec = NormStages::kWordsPerVector;
     const auto rows = [&](Stage stage, int task_bytes, TailStrategy last_task, bool prefetch, bool parallel) {
         over_tasks(stage, task_bytes, last_task, parallel);
@@ -25,7 +25,6 @@ void schedule_paired_words(NormStages &s, const CpuKnobs &knobs, bool from_memor
         rows(s.output, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true, true);
     } else {
         rows(s.output.specialize(bytes >= knobs.prefetch_bytes), knobs.memory_task_bytes, TailStrategy::ShiftInwards, true, true);
-        rows(s.output.specialize(one_row), knobs.task_bytes, TailStrategy::GuardWithIf, false, false);
         rows(s.output.specialize(one_task), knobs.task_bytes, TailStrategy::GuardWithIf, false, false);
         rows(s.output, knobs.task_bytes, TailStrategy::GuardWithIf, false, true);
     }
@@ -42,6 +41,16 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     // output on AVX2, 8 of FP32).
     const Halide::Type out_type = s.out_bytes == 2 ? UInt(16) : Float(32);
     const int vec = knobs.vector_width > 0 ? knobs.vector_width : target.natural_vector_size(out_type);
+
+    if (s.one_row) {
+        // One row (a decode step's call): no tasks, chunks or strides to size, so no integer
+        // division before the loops; its lane sums and inverse RMS are on the stack.
+        s.inv_rms.compute_at(s.output, Var::outermost());
+        s.lane_sums.compute_at(s.output, Var::outermost()).vectorize(s.lane);
+        s.lane_sums.update().vectorize(s.lane);
+        s.output.specialize(s.dim >= vec).vectorize(s.d, vec, TailStrategy::ShiftInwards);
+        return;
+    }
 
     // Tokens are independent: tasks of tokens go to threads. The loops over (h, a, t) are not
     // fused: fused, bounds inference sized the per-row scalars for every head.
@@ -70,10 +79,6 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     // Calls of one task run on the calling thread with no parallel loop: no closure to pack and
     // unpack.
     Expr one_task = tokens_per_task(knobs.task_bytes) >= tokens;
-    // One row (a decode step's call): with every outer extent 1 the task and chunk sizes fold to
-    // constants, so the call makes none of the integer divisions that size them, and its one
-    // sum of squares is on the stack.
-    Expr one_row = tokens == 1 && heads == 1 && s.output.output_buffer().dim(2).extent() == 1;
 
     // Per-token and per-row scalars in registers.
     s.modality.compute_at(s.output, t_in);
@@ -84,7 +89,7 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     s.sum_squares.store_at(s.output, task).compute_at(s.output, h_chunk);
 
     if (s.paired_words) {
-        schedule_paired_words(s, knobs, from_memory_only, over_tasks, t_in, bytes, one_task, one_row);
+        schedule_paired_words(s, knobs, from_memory_only, over_tasks, t_in, bytes, one_task);
         return;
     }
 
@@ -115,9 +120,6 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     }
     // Every other call guards its last task, which computes no row twice.
     if (!from_memory_only) {
-        Stage single = s.output.specialize(one_row && contiguous);
-        over_tasks(single, knobs.task_bytes, TailStrategy::GuardWithIf, false);
-        single.vectorize(s.d, vec, TailStrategy::ShiftInwards);
         Stage serial = s.output.specialize(one_task);
         over_tasks(serial, knobs.task_bytes, TailStrategy::GuardWithIf, false);
         serial.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);

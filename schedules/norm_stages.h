@@ -30,6 +30,7 @@ struct NormStages {
     // words, and each row is a whole number of 8-word (16-element) vectors.
     bool paired_words = false;
     static constexpr int kWordsPerVector = abi::kSumLanes / 2;
+    bool one_row = false;  // one dense row, every outer extent 1 (the one-row form)
     Halide::ImageParam input;  // x(d, h, a, t), the pipeline's input, for prefetch directives
 
     Halide::Expr dim;               // D

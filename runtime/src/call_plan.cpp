@@ -131,9 +131,12 @@ void launch(const CallPlan &p, const KernelEntry &kernel, const void *x, void *o
     CallContext call{p.gpu_context, p.gpu_stream};
     if (p.backend == Backend::cpu) resolve_parallel_loop(call, p.parallel_loop, p.num_threads);
     const std::int32_t *kernel_ids = p.takes_ids ? ids : p.ids_from_sizes.empty() ? nullptr : p.ids_from_sizes.data();
-    KernelArgs args(p, kernel.form, kernel_ids != nullptr, call);
-    run_kernel(kernel, args, p.memory, x, paired ? p.norm->paired_scale.data() : p.scale,
-               kernel_ids ? kernel_ids : p.zero_id, out);
+    KernelArgs args(p, kernel.form, call);
+    const float *scale = paired ? p.norm->paired_scale.data() : p.scale;
+    if (kernel.form == Form::one_row) {
+        scale += (p.takes_ids ? ids[0] : p.row_modality) * p.norm->config.num_patterns * p.norm->config.dim;
+    }
+    run_kernel(kernel, args, p.memory, x, scale, kernel_ids ? kernel_ids : p.zero_id, out);
 }
 
 // GPU calls on host views with a negative stride: the input copied to contiguous memory, the
@@ -249,6 +252,14 @@ void plan_variants(CallPlan &p) {
     const int alignment = cpu_streaming_alignment();
     const bool streaming = alignment > 0 && streaming_layout(p.layout, static_cast<std::int64_t>(dtype_size(p.out.dtype)), alignment);
     if (streaming) p.elements[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, true, 0, size);
+    const KernelLayout &l = p.layout;
+    if (l.extent[1] == 1 && l.extent[2] == 1 && l.extent[3] == 1 && l.x_stride[0] == 1 && l.out_stride[0] == 1) {
+        p.one_row = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::one_row, false, 0, size);
+        // The modality of token 0: by sizes, the count of group starts at or below it.
+        p.row_modality = p.ids_from_sizes.empty()
+                             ? std::count_if(p.group_starts.begin(), p.group_starts.end(), [](std::int32_t s) { return s <= 0; })
+                             : p.ids_from_sizes[0];
+    }
     if (!paired_layout(p)) return;
     p.paired_words[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, false, 0, size);
     if (streaming) p.paired_words[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, true, 0, size);
@@ -265,6 +276,7 @@ const KernelEntry &choose_kernel(const CallPlan &p, const void *x, const void *o
         p.elements[1] != nullptr && policy_admits(p.streaming ? *p.streaming : streaming_policy(), p) &&
         aligned(out, static_cast<std::uintptr_t>(p.elements[1]->streaming_alignment));
     const int stores = streaming ? 1 : 0;
+    if (!streaming && p.one_row != nullptr) return *p.one_row;
     const bool paired = p.paired_words[stores] != nullptr && aligned(x, 4) && aligned(out, 4);
     return paired ? *p.paired_words[stores] : *p.elements[stores];
 }
@@ -316,6 +328,11 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
         p.zero_id = device.zero_id;
     }
     plan_variants(p);
+    // The descriptors of each form the plan may run.
+    for (const Form form : {Form::elements, Form::paired_words, Form::one_row}) {
+        const bool runs = form == Form::elements || (form == Form::paired_words ? p.paired_words[0] : p.one_row) != nullptr;
+        if (runs) set_kernel_dims(p.dims[static_cast<std::size_t>(form)], p, form);
+    }
     return p;
 }
 

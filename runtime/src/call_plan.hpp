@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "HalideRuntime.h"
 #include "kernel_abi.h"
 #include "kernels.hpp"
 #include "layout.hpp"
@@ -23,6 +24,14 @@
 #include "views.hpp"
 
 namespace magi2norm::detail {
+
+// The halide_dimension_t of x, out, scale and ids that one form's variants take for a plan's
+// layout (kernel_args.hpp).
+struct KernelDims {
+    std::array<halide_dimension_t, 4> x, out;
+    std::array<halide_dimension_t, 3> scale;
+    halide_dimension_t ids;
+};
 
 struct CallPlan {
     std::shared_ptr<const NormState> keep;  // a public Plan's hold on the norm; empty inside forward()
@@ -51,6 +60,11 @@ struct CallPlan {
     // The variants this geometry allows, [0] ordinary and [1] streaming stores; null where none
     // serves it. The element form's ordinary variant is always there.
     std::array<const KernelEntry *, 2> elements{}, paired_words{};
+    // The one-row form (ordinary stores) where the layout is one dense row; it reads the scale
+    // block of the row's modality: `row_modality`'s, or the id's where the kernel takes ids.
+    const KernelEntry *one_row = nullptr;
+    std::int64_t row_modality = 0;
+    std::array<KernelDims, kForms> dims{};   // by Form
     std::int64_t out_bytes = 0;              // CPU: the output's elements' bytes, for the streaming policy
 
     // GPU calls on host views with a negative stride run on contiguous copies (Halide's

@@ -31,9 +31,9 @@ constexpr KernelEntry kKernels[] = {
 
 // The table's untuned entry of each (backend, dtypes, form, stores) outside CUDA, whose variants
 // differ by capability too: a call finds its variant in one step. -1 where the library has none.
-constexpr int kKeys = 3 * 3 * 3 * 2 * 2;
+constexpr int kKeys = 3 * 3 * 3 * kForms * 2;
 constexpr int key_of(Backend backend, DType in, DType out, Form form, bool streaming) {
-    return (((static_cast<int>(backend) * 3 + static_cast<int>(in)) * 3 + static_cast<int>(out)) * 2 + static_cast<int>(form)) * 2 +
+    return (((static_cast<int>(backend) * 3 + static_cast<int>(in)) * 3 + static_cast<int>(out)) * kForms + static_cast<int>(form)) * 2 +
            (streaming ? 1 : 0);
 }
 constexpr std::array<int, kKeys> kIndex = [] {

@@ -15,9 +15,10 @@ struct KernelArgs;
 // group_start_1..15, eps, out), in that order.
 using KernelFn = int (*)(void **args);
 
-// The two forms of the algorithm (generators/magi2_norm_generator.cpp): over elements, or over
-// 32-bit words of two BF16 elements (define_paired_words).
-enum class Form : std::uint8_t { elements, paired_words };
+// The forms of the algorithm (generators/magi2_norm_generator.cpp): over elements, over 32-bit
+// words of two BF16 elements (define_paired_words), or over one dense row (one_row).
+enum class Form : std::uint8_t { elements, paired_words, one_row };
+constexpr int kForms = 3;
 
 // What a tuning record's classes of calls are bounded by: the norm's D, and the bytes of the
 // whole call (every input element's plus every output element's).

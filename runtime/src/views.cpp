@@ -54,16 +54,9 @@ void check_geometry(CheckedView &v, DType dtype, const std::vector<std::int64_t>
     }
 }
 
-AddressRange address_range(const CheckedView &v, const void *data, const char *what) {
-    if (v.count == 0) return {};
-    if (data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
-    const auto base = reinterpret_cast<std::uintptr_t>(data);
-    if ((v.lo_bytes < 0 && base < static_cast<std::uintptr_t>(-v.lo_bytes)) ||
-        (v.hi_bytes > 0 && UINTPTR_MAX - base < static_cast<std::uintptr_t>(v.hi_bytes))) {
-        throw Error(ErrorCode::overflow, std::string(what) + " spans past the end of the address space");
-    }
-    // Modular arithmetic handles lo_bytes < 0.
-    return {base + static_cast<std::uintptr_t>(v.lo_bytes), base + static_cast<std::uintptr_t>(v.hi_bytes)};
+void throw_address_error(AddressProblem problem, const char *what) {
+    if (problem == AddressProblem::null_data) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
+    throw Error(ErrorCode::overflow, std::string(what) + " spans past the end of the address space");
 }
 
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,

@@ -77,7 +77,21 @@ void check_geometry(CheckedView &view, DType dtype, const std::vector<std::int64
 struct AddressRange {
     std::uintptr_t lo = 0, hi = 0;
 };
-AddressRange address_range(const CheckedView &view, const void *data, const char *what);
+enum class AddressProblem { null_data, overflow };
+[[noreturn]] void throw_address_error(AddressProblem problem, const char *what);
+// Inline: a call's pointer checks run on every call of a plan, and an out-of-line return of the
+// pair cost a stalled store-to-load forward in each caller.
+inline AddressRange address_range(const CheckedView &v, const void *data, const char *what) {
+    if (v.count == 0) return {};
+    if (data == nullptr) throw_address_error(AddressProblem::null_data, what);
+    const auto base = reinterpret_cast<std::uintptr_t>(data);
+    if ((v.lo_bytes < 0 && base < static_cast<std::uintptr_t>(-v.lo_bytes)) ||
+        (v.hi_bytes > 0 && UINTPTR_MAX - base < static_cast<std::uintptr_t>(v.hi_bytes))) {
+        throw_address_error(AddressProblem::overflow, what);
+    }
+    // Modular arithmetic handles lo_bytes < 0.
+    return {base + static_cast<std::uintptr_t>(v.lo_bytes), base + static_cast<std::uintptr_t>(v.hi_bytes)};
+}
 
 // check_geometry, then address_range at `data`: a view whose data is read now.
 CheckedView check_view(const void *data, DType dtype, const std::vector<std::int64_t> &shape,
