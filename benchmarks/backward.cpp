@@ -2,19 +2,33 @@
 // bytes moved (x and dy read once, dx written once, the partials written and read once), their
 // rate, its fraction of the ordinary-store copy measured around the case, and the share of the
 // weight gradient's fixed-order sum (add_partials, the runtime's own loop, timed on the case's
-// partials) in the pass's time.
+// partials) in the pass's time. The backward's peers (backward_peers.hpp: Halide's autodiff
+// under an autoscheduler, PyTorch autograd) run on the same buffers in the same benchmark, after
+// the library's timed calls, so each case's ratio comes from one run: counters <peer>_us,
+// <peer>_bytes_per_second and <peer>_frac_copy (the case's bytes, as the library's, over the
+// peer's time) and <peer>_over_ours (the peer's time over the library's: above 1, the library is
+// faster). Each peer is checked first, once per case, against the library on random data
+// (check_peer); a peer that fails its check is not timed: <peer>_mismatch = 1 and a note on stderr.
 #include "backward.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "aligned_buffer.hpp"
+#include "backward_peers.hpp"
 #include "ceilings.hpp"
+#include "float_codec.hpp"
 #include "magi2norm/magi2norm.hpp"
+#include "splitmix64.hpp"
 
 namespace magi2norm::bench {
 
@@ -48,6 +62,9 @@ struct BackwardCase {
         for (const std::int64_t s : sizes()) blocks += (s + block - 1) / block;
         return blocks * dim();
     }
+    BackwardProblem problem() const {
+        return {norm, x, dy, dx, shape(), tokens, elements() / tokens / dim(), dim(), sizes()};
+    }
     double bytes_moved() const {
         return static_cast<double>(elements()) * static_cast<double>(dtype_size(x) + dtype_size(dy) + dtype_size(dx)) +
                16.0 * static_cast<double>(partial_doubles());
@@ -63,6 +80,113 @@ std::vector<BackwardCase> cases() {
     }
     c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 4096, 1});
     return c;
+}
+
+// The peers, made once: Halide's autodiff peers, then PyTorch's where libtorch was built in.
+const std::vector<BackwardPeer> &peers() {
+    static const std::vector<BackwardPeer> all = [] {
+        std::vector<BackwardPeer> p = halide_autodiff_peers();
+        std::string why;
+        for (BackwardPeer &peer : torch_autograd_peers(why)) p.push_back(std::move(peer));
+        if (!why.empty()) std::fprintf(stderr, "backward: %s\n", why.c_str());
+        return p;
+    }();
+    return all;
+}
+
+float uniform(tools::SplitMix64 &rng, float lo, float hi) {
+    return lo + (hi - lo) * static_cast<float>(static_cast<double>(rng.next() >> 11) * 0x1.0p-53);
+}
+
+// The peer against the library on random x, dy and weight of the case's shapes: every dx within
+// one unit in the last place of dx's dtype of the library's (relative 2^(1 - mantissa bits), and
+// 1e-4 of the largest |dx| near zeros, where the two cancel differently), every dweight within
+// 1e-4 * (1 + the float64 sum over its rows of |dy * n|) of the library's (SPEC.md's B2 scale:
+// the peers add in FP32 in their own order). Empty when it passes, else what differs.
+std::string check_peer(const BackwardCase &c, const BackwardPeer &peer) {
+    const auto count = static_cast<std::size_t>(c.elements());
+    const auto d = static_cast<std::size_t>(c.dim());
+    const std::size_t rows = count / d;
+    tools::AlignedBuffer x(count * dtype_size(c.x)), dy(count * dtype_size(c.dy)), dx_ours(count * dtype_size(c.dx)),
+        dx_peer(count * dtype_size(c.dx));
+    tools::SplitMix64 rng(0x6d616769 + static_cast<std::uint64_t>(c.modalities));
+    for (std::size_t i = 0; i < count; ++i) {
+        encode(c.x, x.data(), i, uniform(rng, -2.0f, 2.0f));
+        encode(c.dy, dy.data(), i, uniform(rng, -1.0f, 1.0f));
+    }
+    std::vector<float> weight(static_cast<std::size_t>(c.modalities) * d);
+    for (float &w : weight) w = uniform(rng, -0.5f, 0.5f);
+
+    NormConfig config;
+    config.dim = c.dim();
+    config.num_modality = c.modalities;
+    const RMSNorm norm(config, ConstTensorView(weight.data(), DType::f32, {c.modalities * c.dim()}));
+    std::vector<float> dweight_ours(weight.size());
+    const Grouping grouping = c.modalities == 1 ? Grouping::none() : Grouping::sizes(c.sizes());
+    BackwardOptions options;
+    options.dx_dtype = c.dx;
+    norm.backward(ConstTensorView(x.data(), c.x, c.shape()), ConstTensorView(dy.data(), c.dy, c.shape()), grouping,
+                  TensorView(dx_ours.data(), c.dx, c.shape()), TensorView(dweight_ours.data(), DType::f32, {c.modalities * c.dim()}),
+                  options);
+
+    const std::unique_ptr<BackwardRunner> runner = peer.prepare(c.problem(), {{x.data(), dy.data(), dx_peer.data()}}, weight);
+    const BackwardRunner::Result result = runner->run(0);
+
+    // B2's scale: the float64 sum over each weight element's rows of |dy * n|.
+    std::vector<double> bound(weight.size(), 0.0), exact(weight.size(), 0.0);
+    const std::size_t rows_per_token = rows / static_cast<std::size_t>(c.tokens);
+    std::size_t row = 0;
+    const std::vector<std::int64_t> sizes = c.sizes();
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        for (std::size_t r = 0; r < static_cast<std::size_t>(sizes[m]) * rows_per_token; ++r, ++row) {
+            double ms = 0;
+            for (std::size_t k = 0; k < d; ++k) ms += std::pow(static_cast<double>(decode(c.x, x.data(), row * d + k)), 2);
+            const double inv = 1.0 / std::sqrt(static_cast<double>(static_cast<float>(ms / static_cast<double>(d))) + 1e-6);
+            for (std::size_t k = 0; k < d; ++k) {
+                const double term = static_cast<double>(decode(c.dy, dy.data(), row * d + k)) *
+                                    static_cast<double>(decode(c.x, x.data(), row * d + k)) * inv;
+                bound[m * d + k] += std::abs(term);
+                exact[m * d + k] += term;
+            }
+        }
+    }
+
+    double largest = 0;
+    for (std::size_t i = 0; i < count; ++i) largest = std::max(largest, std::abs(static_cast<double>(decode(c.dx, dx_ours.data(), i))));
+    const double rtol = std::ldexp(1.0, 1 - mantissa_bits(c.dx)) + 1e-6, atol = 1e-4 * largest;
+    std::ostringstream why;
+    double worst_dx = 0, worst_dweight = 0;
+    std::size_t bad_dx = 0, bad_dweight = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        const double a = decode(c.dx, result.dx, i), b = decode(c.dx, dx_ours.data(), i);
+        const double err = std::abs(a - b) / (atol + rtol * std::abs(b));
+        if (!(err <= 1.0)) {
+            if (bad_dx++ == 0) why << "dx[" << i << "] = " << a << ", the library's " << b << "; ";
+        }
+        worst_dx = std::max(worst_dx, err);
+    }
+    for (std::size_t i = 0; i < weight.size(); ++i) {
+        const double a = result.dweight[i], b = dweight_ours[i];
+        const double err = std::abs(a - b) / (1e-4 * (1.0 + bound[i]));
+        if (!(err <= 1.0)) {
+            if (bad_dweight++ == 0) why << "dweight[" << i << "] = " << a << ", the library's " << b << " (float64 " << exact[i] << "); ";
+        }
+        worst_dweight = std::max(worst_dweight, err);
+    }
+    std::fprintf(stderr, "%s/%s: checked against the library: dx at most %.3g of its tolerance (%zu over), dweight %.3g (%zu over)\n",
+                 c.name().c_str(), peer.name.c_str(), worst_dx, bad_dx, worst_dweight, bad_dweight);
+    if (bad_dx == 0 && bad_dweight == 0) return {};
+    why << bad_dx << " dx and " << bad_dweight << " dweight values beyond the tolerance";
+    return why.str();
+}
+
+// The peer's check, once per case and peer in a process (repetitions reuse it).
+const std::string &checked(const BackwardCase &c, const BackwardPeer &peer) {
+    static std::map<std::string, std::string> results;
+    const std::string key = c.name() + "/" + peer.name;
+    auto it = results.find(key);
+    if (it == results.end()) it = results.emplace(key, check_peer(c, peer)).first;
+    return it->second;
 }
 
 void run(benchmark::State &state, const BackwardCase &c) {
@@ -93,10 +217,13 @@ void run(benchmark::State &state, const BackwardCase &c) {
 
     const Ceilings before = ceilings_now();
     std::size_t i = 0;
+    const auto ours_start = std::chrono::steady_clock::now();
     for (auto _ : state) {
         call(i);
         i = (i + 1) % sets;
     }
+    const double ours_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ours_start).count() /
+                                static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
     const Ceilings after = ceilings_now();
 
     // The fixed-order sum alone, on partials of the case's size (cold in cache, as after a pass).
@@ -120,6 +247,39 @@ void run(benchmark::State &state, const BackwardCase &c) {
     state.counters["reduction_us"] = sum_seconds * 1e6;
     // The sum's time as a fraction of the pass's: reduction_us over the mean iteration time.
     state.counters["reduction_share"] = Counter(sum_seconds, Counter::kIsIterationInvariantRate);
+
+    // The peers on the same buffer sets: each warmed up on every set, then called rotating through
+    // them for at least kPeerCalls calls and kPeerSeconds.
+    constexpr int kPeerCalls = 5;
+    constexpr double kPeerSeconds = 0.5;
+    std::vector<BackwardBuffers> buffers;
+    for (std::size_t s = 0; s < sets; ++s) buffers.push_back({x[s].data(), dy[s].data(), dx[s].data()});
+    const BackwardProblem problem = c.problem();
+    for (const BackwardPeer &peer : peers()) {
+        if (!peer.supports(problem)) continue;
+        const std::string &mismatch = checked(c, peer);
+        if (!mismatch.empty()) {
+            std::fprintf(stderr, "%s/%s: not timed, it computes something else: %s\n", c.name().c_str(), peer.name.c_str(),
+                         mismatch.c_str());
+            state.counters[peer.name + "_mismatch"] = 1;
+            continue;
+        }
+        std::unique_ptr<BackwardRunner> runner = peer.prepare(problem, buffers, std::vector<float>(dweight.size(), 0.0f));
+        for (std::size_t s = 0; s < sets; ++s) benchmark::DoNotOptimize(runner->run(s).dx);
+        int calls = 0;
+        const auto start = std::chrono::steady_clock::now();
+        double seconds = 0;
+        while (calls < kPeerCalls || seconds < kPeerSeconds) {
+            benchmark::DoNotOptimize(runner->run(static_cast<std::size_t>(calls) % sets).dx);
+            ++calls;
+            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        }
+        const double per_call = seconds / calls;
+        state.counters[peer.name + "_us"] = per_call * 1e6;
+        state.counters[peer.name + "_bytes_per_second"] = bytes / per_call;
+        state.counters[peer.name + "_frac_copy"] = bytes / per_call / copy_bps;
+        state.counters[peer.name + "_over_ours"] = per_call / ours_seconds;
+    }
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // a call runs the library planned for the largest class that fits it (schedules planned for
 // larger calls fail on smaller ones). They are called as runtime/src/kernels.cpp calls the
 // shipped variants: 4-D (d, h, a, t) buffers over the caller's memory, then user_context, x,
-// scale, token_modality, group_start_1..15, eps, out.
+// scale, token_modality, group_start_1..15, eps, out. The user_context is a CallContext with the
+// library's process-wide loop and thread count: the library's Halide runtime sends every
+// parallel loop to its own (runtime/src/threads.cpp), which reads it.
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "HalideRuntime.h"
+#include "halide_calls.hpp"
 #include "implementation.hpp"
 #include "magi2norm_auto_peer_headers.h"
 
@@ -114,6 +117,8 @@ public:
                 starts_[m] = static_cast<std::int32_t>(start);
             }
         }
+        detail::resolve_parallel_loop(call_, std::nullopt, std::nullopt);
+        user_context_ = &call_;
         std::size_t n = 0;
         args_[n++] = &user_context_;
         args_[n++] = &x_.buffer;
@@ -150,6 +155,7 @@ private:
     HalideView<1> ids_;
     std::int32_t zero_id_ = 0;
     std::array<std::int32_t, kGroupStarts> starts_{};
+    detail::CallContext call_;
     void *user_context_ = nullptr;
     float eps_ = kEps;
     std::array<void *, 1 + 3 + kGroupStarts + 2> args_{};
