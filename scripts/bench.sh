@@ -10,7 +10,8 @@
 #     after --      flags passed to magi2norm_bench as they are
 # BUILD_DIR (default build-bench) is the build folder; each run writes
 # $BUILD_DIR/results/<date-time>/{benchmarks.json,report.md,report.png}.
-# The whole suite takes about 6 minutes on 2 cores without PyTorch, about 15 with it.
+# The whole suite takes about 6 minutes on 2 cores without PyTorch, about 15 with it, plus about
+# 10 minutes of the first build for the backward's Adams2019 peers (MAGI2NORM_BACKWARD_AUTOSCHEDULERS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

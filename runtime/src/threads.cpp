@@ -90,6 +90,9 @@ int run_worker(void *user_context, int, std::uint8_t *closure) {
 
 int forward_par_for(void *user_context, halide_task_t task, int min, int size, std::uint8_t *closure) {
     const auto *call = static_cast<const detail::CallContext *>(user_context);
+    // A pipeline that shares the library's Halide runtime without its context runs on Halide's
+    // pool, as it would without the library.
+    if (call == nullptr) return halide_default_do_par_for(user_context, task, min, size, closure);
     if (call->loop.run != nullptr) {
         ParForCall par_for{user_context, task, min, closure};
         call->loop.run(call->loop.context, size, run_task, &par_for);
