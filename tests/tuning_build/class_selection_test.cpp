@@ -106,8 +106,9 @@ std::int64_t plannable_dim(std::int64_t lo, std::int64_t hi) {
     return d <= hi ? d : 0;
 }
 
-// The smallest dense call x [tokens, dim] within a class variant's bounds that every form and
-// store kind can take; none where the bounds hold no such call (or one past 1 TiB).
+// The smallest dense call x [tokens, dim] of two tokens or more within a class variant's bounds
+// that every form and store kind can take (a call of one dense row takes the one-row form in any
+// build); none where the bounds hold no such call (or one past 1 TiB).
 struct Geometry {
     std::int64_t dim = 0, tokens = 0, bytes = 0;
 };
@@ -115,7 +116,7 @@ std::optional<Geometry> call_within(const KernelEntry &k) {
     const std::int64_t dim = plannable_dim(k.bounds.dim_min, k.bounds.dim_max);
     if (dim == 0 || k.bounds.bytes_min > (std::int64_t{1} << 40)) return std::nullopt;
     const std::int64_t row_bytes = dim * (element_bytes(k.in) + element_bytes(k.out));
-    const std::int64_t tokens = std::max<std::int64_t>(1, (k.bounds.bytes_min + row_bytes - 1) / row_bytes);
+    const std::int64_t tokens = std::max<std::int64_t>(2, (k.bounds.bytes_min + row_bytes - 1) / row_bytes);
     if (tokens * row_bytes > k.bounds.bytes_max) return std::nullopt;
     return Geometry{dim, tokens, tokens * row_bytes};
 }
