@@ -59,14 +59,16 @@ function(magi2norm_knob_value knob params out)
     set(${out} ${value} PARENT_SCOPE)
 endfunction()
 
-# magi2norm_generator_version(<out> [<files>]): what a tuning record was measured on, as far as
+# magi2norm_generator_version(<out>): what a tuning record was measured on, as far as
 # the sources go: the SHA-256 (hex) of a manifest of every file the variants are made from
 # (generators/, schedules/, cmake/streaming_stores.py and this file, whose target features and
 # families change the objects too), one line "<file's SHA-256>  <path from
 # the source root>" a file, in byte order of the paths, hidden files and __pycache__ left out:
 # sha256sum's format, so `sha256sum <those files> | sha256sum` gives it too. Any change to them
 # may change what a schedule parameter does, so a record made before it is refused
-# (check_tuning_record.cmake). With <files>, also sets that variable to the files' paths.
+# (check_tuning_record.cmake). In a configure (not a `cmake -P` script) the files become
+# configure dependencies of the calling directory, so an edit of any of them computes the
+# version again: a build never carries an older one.
 function(magi2norm_generator_version out)
     get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
     file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${root} ${root}/generators/* ${root}/schedules/*)
@@ -80,9 +82,9 @@ function(magi2norm_generator_version out)
     endforeach ()
     string(SHA256 version "${manifest}")
     set(${out} ${version} PARENT_SCOPE)
-    if (ARGC GREATER 1)
+    if (NOT CMAKE_SCRIPT_MODE_FILE)
         list(TRANSFORM files PREPEND ${root}/)
-        set(${ARGV1} ${files} PARENT_SCOPE)
+        set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${files})
     endif ()
 endfunction()
 
@@ -163,8 +165,9 @@ endfunction()
 # and their lines in the runtime's table. The family is named FAMILY (default: the backend,
 # "cuda<nn>" for CUDA), plus "_t<n>" for class n of a tuning record, "_paired" for the paired-word
 # form of BF16 -> BF16 (generators/magi2_norm_generator.cpp, define_paired_words; other DTYPES
-# make no variant of it), "_row" for the one-row form (calls of one dense row: one_row) and "_streaming" for outputs written with streaming stores, aligned to
-# MAGI2NORM_STREAMING_ALIGNMENT bytes (x86 targets, at least two; _magi2norm_streaming_library).
+# make no variant of it), "_row" for the one-row form (calls of one dense row: one_row) and
+# "_streaming" for outputs written with streaming stores, aligned to MAGI2NORM_STREAMING_ALIGNMENT
+# bytes (x86 targets, at least two; _magi2norm_streaming_library).
 # COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times 10, that the variants run on.
 # A CLASS family serves the calls of its dtype pair whose D is in [dim_min, dim_max] and whose
 # input and output bytes together are in [bytes_min, bytes_max] (runtime/src/kernels.cpp,
