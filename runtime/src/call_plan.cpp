@@ -87,6 +87,11 @@ bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t ali
     return true;
 }
 
+// Whether the layout is one row with unit inner strides: the one-row form's calls.
+bool one_dense_row(const KernelLayout &l) {
+    return l.extent[1] == 1 && l.extent[2] == 1 && l.extent[3] == 1 && l.x_stride[0] == 1 && l.out_stride[0] == 1;
+}
+
 // Whether the paired-word form serves this layout, whatever the pointers: BF16 -> BF16 rows of
 // whole blocks with unit inner strides on both sides and even strides elsewhere (whole words).
 bool paired_layout(const CallPlan &p) {
@@ -252,8 +257,7 @@ void plan_variants(CallPlan &p) {
     const int alignment = cpu_streaming_alignment();
     const bool streaming = alignment > 0 && streaming_layout(p.layout, static_cast<std::int64_t>(dtype_size(p.out.dtype)), alignment);
     if (streaming) p.elements[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, true, 0, size);
-    const KernelLayout &l = p.layout;
-    if (l.extent[1] == 1 && l.extent[2] == 1 && l.extent[3] == 1 && l.x_stride[0] == 1 && l.out_stride[0] == 1) {
+    if (one_dense_row(p.layout)) {
         p.one_row = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::one_row, false, 0, size);
         // The modality of token 0: by sizes, the count of group starts at or below it.
         p.row_modality = p.ids_from_sizes.empty()
@@ -329,10 +333,10 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     }
     plan_variants(p);
     // The descriptors of each form the plan may run.
-    for (const Form form : {Form::elements, Form::paired_words, Form::one_row}) {
-        const bool runs = form == Form::elements || (form == Form::paired_words ? p.paired_words[0] : p.one_row) != nullptr;
-        if (runs) set_kernel_dims(p.dims[static_cast<std::size_t>(form)], p, form);
-    }
+    const auto dims_of = [&p](Form form) -> KernelDims & { return p.dims[static_cast<std::size_t>(form)]; };
+    set_kernel_dims(dims_of(Form::elements), p, Form::elements);
+    if (p.paired_words[0] != nullptr) set_kernel_dims(dims_of(Form::paired_words), p, Form::paired_words);
+    if (p.one_row != nullptr) set_kernel_dims(dims_of(Form::one_row), p, Form::one_row);
     return p;
 }
 
