@@ -157,6 +157,23 @@ function(magi2norm_machine_isa out)
     set(${out} ${isa} PARENT_SCOPE)
 endfunction()
 
+# _magi2norm_library_objects(<name> <targets> <list>): appends to the variable <list> the object
+# files add_halide_library makes for library <name> over the Halide targets <targets>: one a
+# target and the wrapper that picks among them, or one object for one target.
+function(_magi2norm_library_objects name targets list_var)
+    set(files ${${list_var}})
+    list(LENGTH targets n)
+    if (n GREATER 1)
+        foreach (t IN LISTS targets)
+            list(APPEND files "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
+        endforeach ()
+        list(APPEND files "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
+    else ()
+        list(APPEND files "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
+    endif ()
+    set(${list_var} ${files} PARENT_SCOPE)
+endfunction()
+
 # magi2norm_add_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...> [FAMILY <name>]
 #                        [FORM paired_words|one_row] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
 #                        [DTYPES <in> <out>] [CLASS <n> <dim_min> <dim_max> <bytes_min> <bytes_max>]
@@ -247,7 +264,6 @@ function(magi2norm_add_variants)
     set(targets "")
     set(entries "")
     set(ptx_files "")
-    list(LENGTH ARG_TARGETS num_targets)
     foreach (pair IN LISTS pairs)
         string(REPLACE "_" ";" pair ${pair})
         list(GET pair 0 in_type)
@@ -269,14 +285,7 @@ function(magi2norm_add_variants)
                 FEATURES ${MAGI2NORM_FEATURES}
                 USE_RUNTIME ${runtime}
                 PARAMS ${params})
-            if (num_targets GREATER 1)
-                foreach (t IN LISTS ARG_TARGETS)
-                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
-                endforeach ()
-                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
-            else ()
-                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}.o")
-            endif ()
+            _magi2norm_library_objects(${name} "${ARG_TARGETS}" objects)
         endif ()
         list(APPEND targets ${name})
         if (ARG_PTX)
@@ -332,17 +341,32 @@ function(_magi2norm_streaming_library name alignment)
     set(MAGI2NORM_STREAMING_OBJECTS ${objects} PARENT_SCOPE)
 endfunction()
 
-# magi2norm_add_backward_variants(TARGETS <halide targets...> [PARAMS <generator params...>])
-# The backward's CPU variants (generators/magi2_norm_backward_generator.cpp), one per (x, dy, dx)
-# dtypes: dy in x's dtype or FP32 (the forward's output in the model: the input's dtype or FP32,
-# SPEC.md's table), dx in any dtype; 15 variants instead of 27, as other dy dtypes have no
-# forward that makes them. Appends to MAGI2NORM_VARIANT_OBJECTS, MAGI2NORM_VARIANT_TARGETS and
-# MAGI2NORM_BACKWARD_KERNEL_ENTRIES (one X-macro line per variant) in the caller's scope.
+# magi2norm_add_backward_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...>
+#                                 [COMPUTE_CAPABILITY <nn>] [PARAMS <generator params...>] [PTX])
+# The backward's variants of one backend (generators/magi2_norm_backward_generator.cpp), one per
+# (x, dy, dx) dtypes: dy in x's dtype or FP32 (the forward's output in the model: the input's
+# dtype or FP32, SPEC.md's table), dx in any dtype; 15 variants instead of 27, as other dy dtypes
+# have no forward that makes them. The family is named as magi2norm_add_variants names it (the
+# backend, "cuda<nn>" for CUDA). Appends to MAGI2NORM_VARIANT_OBJECTS, MAGI2NORM_VARIANT_TARGETS,
+# MAGI2NORM_PTX_FILES (with PTX) and MAGI2NORM_BACKWARD_KERNEL_ENTRIES (one X-macro line per
+# variant) in the caller's scope.
 function(magi2norm_add_backward_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "" "TARGETS;PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "BACKEND;COMPUTE_CAPABILITY" "TARGETS;PARAMS")
+    if (NOT ARG_COMPUTE_CAPABILITY)
+        set(ARG_COMPUTE_CAPABILITY 0)
+    endif ()
+    set(family ${ARG_BACKEND})
+    if (ARG_BACKEND STREQUAL "cuda")
+        set(family cuda${ARG_COMPUTE_CAPABILITY})
+    endif ()
+    set(device_code_args "")
+    if (ARG_PTX)
+        set(device_code_args DEVICE_CODE ptx_file)
+    endif ()
     set(objects "")
     set(targets "")
     set(entries "")
+    set(ptx_files "")
     foreach (in_type IN LISTS MAGI2NORM_DTYPES)
         set(dy_types ${in_type})
         if (NOT in_type STREQUAL "f32")
@@ -350,22 +374,24 @@ function(magi2norm_add_backward_variants)
         endif ()
         foreach (dy_type IN LISTS dy_types)
             foreach (dx_type IN LISTS MAGI2NORM_DTYPES)
-                set(name "magi2_norm_backward_cpu_${in_type}_${dy_type}_${dx_type}")
+                set(name "magi2_norm_backward_${family}_${in_type}_${dy_type}_${dx_type}")
                 add_halide_library(${name} FROM magi2norm.generator
+                    ${device_code_args}
                     GENERATOR magi2_norm_backward
                     TARGETS ${ARG_TARGETS}
                     FEATURES ${MAGI2NORM_FEATURES}
                     USE_RUNTIME ${MAGI2NORM_RUNTIME}
                     PARAMS in_type=${in_type} dy_type=${dy_type} dx_type=${dx_type} ${ARG_PARAMS})
-                foreach (t IN LISTS ARG_TARGETS)
-                    list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}-${MAGI2NORM_FEATURES_JOINED}-no_runtime.o")
-                endforeach ()
-                list(APPEND objects "${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o")
+                _magi2norm_library_objects(${name} "${ARG_TARGETS}" objects)
                 list(APPEND targets ${name})
-                string(APPEND entries "MAGI2NORM_BACKWARD_KERNEL(${in_type}, ${dy_type}, ${dx_type})\n")
+                if (ARG_PTX)
+                    list(APPEND ptx_files ${ptx_file})
+                endif ()
+                string(APPEND entries "MAGI2NORM_BACKWARD_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${in_type}, ${dy_type}, ${dx_type})\n")
             endforeach ()
         endforeach ()
     endforeach ()
+    set(MAGI2NORM_PTX_FILES ${MAGI2NORM_PTX_FILES} ${ptx_files} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
     set(MAGI2NORM_BACKWARD_KERNEL_ENTRIES "${MAGI2NORM_BACKWARD_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)

@@ -16,6 +16,7 @@
 
 #include "backward_stages.h"
 #include "cpu_backward_schedule.h"
+#include "gpu_backward_schedule.h"
 #include "norm_pieces.h"
 
 namespace magi2norm::algorithm {
@@ -27,7 +28,7 @@ public:
     GeneratorParam<Storage> in_type{"in_type", Storage::F32, kStorageNames};
     GeneratorParam<Storage> dy_type{"dy_type", Storage::F32, kStorageNames};
     GeneratorParam<Storage> dx_type{"dx_type", Storage::F32, kStorageNames};
-    // Terms per FP32 partial of the row sums: the forward's (0: 4 on CPUs).
+    // Terms per FP32 partial of the row sums: the forward's (0: 4 on CPUs, 1 on GPUs).
     GeneratorParam<int> sum_steps{"sum_steps", 0};
 
     void configure() {
@@ -43,21 +44,23 @@ public:
     }
 
     void generate() {
-        if (get_target().has_gpu_feature()) throw CompileError("the backward has a CPU schedule only");
+        const Target target = get_target();
+        const bool gpu = target.has_gpu_feature();
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of terms");
-        const int steps = sum_steps > 0 ? int(sum_steps) : 4;
+        const int steps = sum_steps > 0 ? int(sum_steps) : (gpu ? 1 : 4);
         schedules::BackwardStages s;
         Var d = s.d, h = s.h, a = s.a, t = s.t;
         Expr dim = x->dim(0).extent();
 
         Func xf("xf"), dyf("dyf");
-        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
-        dyf(d, h, a, t) = decode(dy_type, (*dy)(d, h, a, t), get_target());
+        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), target);
+        dyf(d, h, a, t) = decode(dy_type, (*dy)(d, h, a, t), target);
 
         Func square("square");
         square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
-        RowSum squares = cpu_row_sum(square, dim, steps, s.lane, "sum_squares");
+        RowSum squares = row_sum(square, dim, steps, s.lane, "sum_squares", target);
         s.sum_squares = squares.sum;
+        s.sum_squares_blocks = squares.blocks;
         s.sum_squares_lanes = squares.lane_sums;
         s.inv_rms = Func("inv_rms");
         s.inv_rms(h, a, t) = inverse_rms(s.sum_squares(h, a, t), dim, *eps);
@@ -66,8 +69,9 @@ public:
         n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
         g(d, h, a, t) = dyf(d, h, a, t) * (*scale)(d, h);
         gn(d, h, a, t) = g(d, h, a, t) * n(d, h, a, t);
-        RowSum gn_sum = cpu_row_sum(gn, dim, steps, s.lane, "sum_gn");
+        RowSum gn_sum = row_sum(gn, dim, steps, s.lane, "sum_gn", target);
         s.sum_gn = gn_sum.sum;
+        s.sum_gn_blocks = gn_sum.blocks;
         s.sum_gn_lanes = gn_sum.lane_sums;
         s.mean_gn = Func("mean_gn");
         s.mean_gn(h, a, t) = cast<float>(s.sum_gn(h, a, t)) / cast<float>(dim);
@@ -82,9 +86,9 @@ public:
         s.dx_summed(d, h, a, t) = row_dx(d, h * k, a, t);
         s.dx_summed(d, h, a, t) += row_dx(d, h * k + more, a, t);
         // NaNs of BF16 operands and of the x86 arithmetic have a clear low half (float_codecs.h).
-        const NanBits nans = in_type == Storage::BF16 && dy_type == Storage::BF16 ? NanBits::low_half_clear : NanBits::any;
+        const NanBits nans = in_type == Storage::BF16 && dy_type == Storage::BF16 && !gpu ? NanBits::low_half_clear : NanBits::any;
         s.dx = Func("dx");
-        s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, get_target());
+        s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, target);
         *dx = s.dx;  // NOLINT: Output<Buffer> assignment from a Func
 
         // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
@@ -111,7 +115,11 @@ public:
         s.heads_per_dx_row = k;
         s.dim = dim;
         s.dx_bytes = element_type(dx_type).bytes();
-        schedules::schedule_cpu_backward(s, get_target());
+        if (gpu) {
+            schedules::schedule_gpu_backward(s, target);
+        } else {
+            schedules::schedule_cpu_backward(s, target);
+        }
     }
 
 private:

@@ -179,23 +179,11 @@ private:
 
         Func square("square");
         square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
-        if (get_target().has_gpu_feature()) {
-            // The GPU schedule spreads (lane, block) over its threads and reduces them itself.
-            // Positions past the row read as zero squares, as in cpu_row_sum.
-            const int block = kSumLanes * s.sum_steps;
-            Func padded = BoundaryConditions::constant_exterior(square, 0.0f, {{0, dim}});  // bounds d only
-            Expr blocks = (dim + block - 1) / block;
-            s.blocks = RDom(0, kSumLanes, 0, blocks, "blocks");
-            s.sum_squares(h, a, t) = cast<double>(0);
-            s.sum_squares(h, a, t) += partial_sum(s.sum_steps, [&](int k) {
-                return padded(s.blocks.y * block + s.blocks.x + k * kSumLanes, h, a, t);
-            });
-        } else {
-            RowSum sum = cpu_row_sum(square, dim, s.sum_steps, s.lane, "sum_squares");
-            s.blocks = sum.blocks;
-            s.lane_sums = sum.lane_sums;
-            s.sum_squares = sum.sum;
-        }
+        // The GPU schedule spreads (lane, block) over its threads and reduces them itself.
+        RowSum sum = row_sum(square, dim, s.sum_steps, s.lane, "sum_squares", get_target());
+        s.blocks = sum.blocks;
+        s.lane_sums = sum.lane_sums;
+        s.sum_squares = sum.sum;
         define_inverse_rms(s, dim);
 
         Func y32("y32");

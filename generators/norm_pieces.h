@@ -1,7 +1,8 @@
 // The pieces of the norm's algorithm that the forward (magi2_norm_generator.cpp) and the
 // backward (magi2_norm_backward_generator.cpp) share, defined once: storage types and their
-// codecs, and the CPU's row sum (FP32 partials of a few terms, FP64 lanes, a tree), so that the
-// backward's inverse RMS is the forward's, bit for bit.
+// codecs, and the row sums (FP32 partials of a few terms accumulated in FP64: per lane and then
+// a tree on CPUs, over the threads of a block on GPUs), so that the backward's inverse RMS is
+// the forward's on the same target, bit for bit.
 #pragma once
 
 #include "Halide.h"
@@ -101,6 +102,29 @@ inline RowSum cpu_row_sum(const Halide::Func &term, const Halide::Expr &dim, int
     s.sum = Func(name);
     s.sum(h, a, t) = lane_tree([&](int l) { return s.lane_sums(l, h, a, t); });
     return s;
+}
+
+// The GPU's sum over d of term(d, h, a, t): an FP64 update over `blocks` = (lane, block) of
+// the same FP32 partials (lane l of block b adds the terms at b * 16 steps + l + 16 k, k <
+// steps, zeros past the row); the GPU schedules spread (lane, block) over their threads and
+// reduce them (schedule_gpu_row_sum). `lane_sums` is unused.
+inline RowSum gpu_row_sum(const Halide::Func &term, const Halide::Expr &dim, int steps, const std::string &name) {
+    using namespace Halide;
+    Var h("h"), a("a"), t("t");
+    const int block = abi::kSumLanes * steps;
+    Func padded = BoundaryConditions::constant_exterior(term, 0.0f, {{0, dim}});  // bounds d only
+    RowSum s;
+    s.blocks = RDom(0, abi::kSumLanes, 0, (dim + block - 1) / block, name + "_blocks");
+    s.sum = Func(name);
+    s.sum(h, a, t) = cast<double>(0);
+    s.sum(h, a, t) += partial_sum(steps, [&](int k) { return padded(s.blocks.y * block + s.blocks.x + k * abi::kSumLanes, h, a, t); });
+    return s;
+}
+
+// The target's row sum: gpu_row_sum on GPUs, cpu_row_sum (lanes over `lane`) on CPUs.
+inline RowSum row_sum(const Halide::Func &term, const Halide::Expr &dim, int steps, const Halide::Var &lane,
+                      const std::string &name, const Halide::Target &target) {
+    return target.has_gpu_feature() ? gpu_row_sum(term, dim, steps, name) : cpu_row_sum(term, dim, steps, lane, name);
 }
 
 }  // namespace magi2norm::algorithm

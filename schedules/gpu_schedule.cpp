@@ -1,5 +1,7 @@
 #include "gpu_schedule.h"
 
+#include "gpu_row_sum.h"
+
 namespace magi2norm::schedules {
 
 using namespace Halide;
@@ -51,32 +53,9 @@ void schedule_gpu(NormStages &s, const GpuKnobs &knobs, const Target &) {
     s.sum_squares.compute_at(s.output, t_block);
 
     // Each thread sums its share of its row (on the fast path the elements it later writes, so
-    // the second read hits L1) in a register; the partials meet in shared memory in groups of
-    // kGroup, then the group sums: a serial chain of threads / kGroup + kGroup adds.
-    constexpr int kGroup = 16;
-    RVar ro("ro"), ri("ri"), r_thread("r_thread"), r_vec("r_vec"), r_group("r_group"), r_member("r_member");
-    RVar r_step("r_step"), r_unrolled("r_unrolled");
-    Var lane("lane"), group("group");
-    // With one square per partial, lane l of block b is element 16 b + l: fused, the two are the
-    // normalized axis (rounded up to 16; the padding adds zeros).
+    // the second read hits L1) in a register; the shares meet in shared memory.
     if (s.sum_steps != 1) throw CompileError("the GPU schedule reduces single squares: generate GPU variants with sum_steps=1");
-    RVar r_d("r_d");
-    s.sum_squares.update(0)
-        .fuse(s.blocks.x, s.blocks.y, r_d)
-        .split(r_d, ro, ri, row_threads * vec, TailStrategy::GuardWithIf)
-        .split(ri, r_thread, r_vec, vec);
-    Func lanes = s.sum_squares.update(0).rfactor(r_thread, lane);
-    lanes.compute_at(s.output, t_block).reorder(lane, s.t).gpu_threads(lane, s.t);
-    // Unrolled steps keep their order (ro ascending), so the sums do not change.
-    lanes.update()
-        .reorder(r_vec, ro, lane, s.t)
-        .gpu_threads(lane, s.t)
-        .split(ro, r_step, r_unrolled, unroll, TailStrategy::GuardWithIf)
-        .unroll(r_unrolled);
-    s.sum_squares.update(0).split(r_thread, r_group, r_member, kGroup, TailStrategy::GuardWithIf);
-    Func groups = s.sum_squares.update(0).rfactor(r_group, group);
-    groups.compute_at(s.output, t_block).reorder(group, s.t).gpu_threads(group, s.t);
-    groups.update().reorder(r_member, group, s.t).gpu_threads(group, s.t);
+    schedule_gpu_row_sum(s.sum_squares, s.blocks, row_threads, vec, unroll, LoopLevel(s.output, t_block), s.t);
 }
 
 }  // namespace magi2norm::schedules

@@ -4,7 +4,8 @@
 #   bash scripts/gpu_check.sh prepare   # here: CUDA variants, the contract tests and the CUDA
 #                                       # benchmark (also built with gpu_unroll=1), statically
 #                                       # linked, into gpu_bundle/
-#   bash scripts/gpu_check.sh run       # there (carry gpu_bundle/): the contract suite on CUDA,
+#   bash scripts/gpu_check.sh run       # there (carry gpu_bundle/): the forward's and the
+#                                       # backward's contract suites on CUDA,
 #                                       # then every MAGI-2 norm at T = 16384 and 65536 against
 #                                       # PyTorch eager and torch.compile, a table, and the
 #                                       # GPU tuning batch's times (tuning/record.json)
@@ -29,7 +30,8 @@ prepare)
     -DMAGI2NORM_BUILD_TESTS=OFF -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_ARM64=OFF -DMAGI2NORM_GPU_PARAMS=gpu_unroll=1 \
     "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc"
   rm -rf "$bundle" && mkdir -p "$bundle"
-  cp build-gpu/tests/contract/magi2norm_contract_tests build-gpu/benchmarks/gpu/magi2norm_gpu_bench "$bundle/"
+  cp build-gpu/tests/contract/magi2norm_contract_tests build-gpu/tests/backward/magi2norm_backward_gpu_tests \
+    build-gpu/benchmarks/gpu/magi2norm_gpu_bench "$bundle/"
   cp build-gpu-unroll1/benchmarks/gpu/magi2norm_gpu_bench "$bundle/magi2norm_gpu_bench_unroll1"
   # The golden files travel with the bundle: ../shared beside the checkout does not.
   cp -r ../shared/golden "$bundle/golden"
@@ -52,6 +54,9 @@ run)
   MAGI2NORM_BACKEND=cuda MAGI2NORM_GOLDEN_DIR="$PWD/$bundle/golden" \
     timeout 300 "$bundle/magi2norm_contract_tests" --gtest_brief=1 --gtest_filter='-*Large*' | tail -n 60 ||
     { failed=1; echo "gpu_check: the contract suite FAILED on cuda"; }
+  echo "== the backward's contract suite on the cuda backend (host views staged through the device)"
+  MAGI2NORM_BACKEND=cuda timeout 120 "$bundle/magi2norm_backward_gpu_tests" --gtest_brief=1 | tail -n 30 ||
+    { failed=1; echo "gpu_check: the backward suite FAILED on cuda"; }
   echo "== benchmark (device memory, caller's stream)"
   timeout 180 "$bundle/magi2norm_gpu_bench" --tokens 16384,65536 > "$bundle/ours.jsonl" ||
     { failed=1; echo "gpu_check: the benchmark FAILED"; }

@@ -14,33 +14,51 @@
 #include "magi2norm/float_codecs.hpp"
 #include "magi2norm_kernel_headers.h"
 #include "overlap.hpp"
+#include "staging.hpp"
 #include "views.hpp"
 
 namespace magi2norm::detail {
 
 namespace {
 
-// The backward's variants: (x, dy, dx) dtypes, its _argv entry point (user_context, x, dy, scale,
-// heads_per_dx_row, heads_per_pattern, block_tokens, eps, dx, partials) and its name.
+// The backward's variants: backend (CUDA: the lowest device capability x10 its PTX runs on),
+// (x, dy, dx) dtypes, its _argv entry point (user_context, x, dy, scale, heads_per_dx_row,
+// heads_per_pattern, block_tokens, eps, dx, partials) and its name.
 struct BackwardKernel {
+    Backend backend;
+    int compute_capability;
     DType x, dy, dx;
     int (*fn)(void **args);
     const char *name;
 };
 
-#define MAGI2NORM_BACKWARD_KERNEL(in, dy, dx) \
-    {DType::in, DType::dy, DType::dx, magi2_norm_backward_cpu_##in##_##dy##_##dx##_argv, "magi2_norm_backward_cpu_" #in "_" #dy "_" #dx},
+#define MAGI2NORM_BACKWARD_KERNEL(family, backend, cc, in, dy, dx)                                                    \
+    {Backend::backend, cc, DType::in, DType::dy, DType::dx, magi2_norm_backward_##family##_##in##_##dy##_##dx##_argv, \
+     "magi2_norm_backward_" #family "_" #in "_" #dy "_" #dx},
 constexpr BackwardKernel kBackwardKernels[] = {
 #include "magi2norm_backward_kernel_list.inc"
 };
 #undef MAGI2NORM_BACKWARD_KERNEL
 
-const BackwardKernel &find_backward(DType x, DType dy, DType dx) {
+// The variant of `backend` for the dtypes; for CUDA the one for the highest capability the device
+// has, else the lowest built (the driver's failure then names the cause), as the forward's.
+const BackwardKernel &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx) {
+    const BackwardKernel *best = nullptr, *lowest = nullptr;
+    bool dtypes = false;
     for (const BackwardKernel &k : kBackwardKernels) {
-        if (k.x == x && k.dy == dy && k.dx == dx) return k;
+        if (k.x != x || k.dy != dy || k.dx != dx) continue;
+        dtypes = true;
+        if (k.backend != backend) continue;
+        if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
+        if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
     }
-    throw Error(ErrorCode::dtype, std::string("dy dtype is ") + dtype_name(dy) + "; with a " + dtype_name(x) +
-                                      " input it must be " + dtype_name(x) + " or f32 (the forward's output dtypes)");
+    if (!dtypes) {
+        throw Error(ErrorCode::dtype, std::string("dy dtype is ") + dtype_name(dy) + "; with a " + dtype_name(x) +
+                                          " input it must be " + dtype_name(x) + " or f32 (the forward's output dtypes)");
+    }
+    if (best) return *best;
+    if (lowest) return *lowest;
+    throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " backward");
 }
 
 // One call's geometry: the forward's plan of x and dy (dy in the output's place), and dx's.
@@ -88,19 +106,18 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
         throw Error(ErrorCode::weight, "dweight has " + std::to_string(g.dweight.count) +
                                            " elements but num_modality * num_patterns * dim = " + std::to_string(weight_elements));
     }
-    find_backward(p.x.dtype, p.out.dtype, g.dx.dtype);
+    p.backend = options.stream.backend ? *options.stream.backend : default_backend();
+    find_backward(p.backend, 0, p.x.dtype, p.out.dtype, g.dx.dtype);
     p.layout = plan_layout(config, p.x, p.out);
     const KernelLayout dx_layout = plan_layout(config, g.dx, p.out);
     check_no_self_overlap(g.dx, "dx");
     check_no_self_overlap(g.dweight, "dweight");
 
-    const Backend backend = options.stream.backend ? *options.stream.backend : default_backend();
-    if (backend != Backend::cpu) {
-        throw Error(ErrorCode::device, std::string("the backward runs on the cpu backend, not ") + backend_name(backend));
-    }
+    // A GPU backend stages each modality's views through the device (run_segment).
     if (x.memory != Memory::host || dy.memory != Memory::host || dx.memory != Memory::host || dweight.memory != Memory::host ||
         (grouping.kind() == Grouping::Kind::ids && grouping.ids_memory() != Memory::host)) {
-        throw Error(ErrorCode::device, "the backward takes views and modality ids in host memory");
+        throw Error(ErrorCode::device, std::string("the backward takes views and modality ids in host memory (the ") +
+                                           backend_name(p.backend) + " backend stages them through the device)");
     }
     p.memory = Memory::host;
     plan_grouping(p, config, grouping);
@@ -193,7 +210,22 @@ void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &c
     std::int32_t block = static_cast<std::int32_t>(g.block_tokens);
     float eps = c.eps;
     void *args[] = {&user_context, &xb.buffer, &dyb.buffer, &scale.buffer, &k, &hp, &block, &eps, &dxb.buffer, &partials.buffer};
-    if (kernel.fn(args) != 0) throw Error(ErrorCode::device, std::string(kernel.name) + " failed: " + take_halide_error());
+    int status = 0;
+    if (kernel.backend == Backend::cpu) {
+        status = kernel.fn(args);
+    } else {
+        // Host views through the device: the inputs copied in, dx and the partials back.
+        Staging staging(kernel.backend, Memory::host, &call);
+        staging.input(xb.buffer, xb.buffer.host);
+        staging.input(dyb.buffer, dyb.buffer.host);
+        staging.input(scale.buffer, scale.buffer.host);
+        staging.output(dxb.buffer, dxb.buffer.host);
+        staging.output(partials.buffer, partials.buffer.host);
+        status = kernel.fn(args);
+        if (status == 0) status = staging.finish(dxb.buffer);
+        if (status == 0) status = staging.finish(partials.buffer);
+    }
+    if (status != 0) throw Error(ErrorCode::device, std::string(kernel.name) + " failed: " + take_halide_error());
 }
 
 // Each modality's token count, in order: by sizes as given; all tokens in modality 0 otherwise
@@ -294,13 +326,16 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     install_halide_hooks();
     Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
     check_pointers(g, x.data, dy.data, dx.data, dweight.data, grouping.token_ids());
-    const BackwardKernel &kernel = find_backward(g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
-    CallContext call;
-    resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
+    const BackwardKernel &kernel = find_backward(g.p.backend, 0, g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
+    CallContext call{options.stream.context, options.stream.stream};
+    if (g.p.backend == Backend::cpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
 
     std::vector<float> dscale;
-    const bool dense = g.p.layout.extent[0] == 1 ||
-                       (g.p.layout.x_stride[0] == 1 && g.p.layout.out_stride[0] == 1 && g.dx_stride[0] == 1);
+    // The kernel reads dense rows; a GPU's staging copies views of strides >= 0 only.
+    const bool staged_as_is = g.p.backend == Backend::cpu ||
+                              (!has_negative_stride(g.p.x) && !has_negative_stride(g.p.out) && !has_negative_stride(g.dx));
+    const bool dense = staged_as_is && (g.p.layout.extent[0] == 1 || (g.p.layout.x_stride[0] == 1 &&
+                                                                      g.p.layout.out_stride[0] == 1 && g.dx_stride[0] == 1));
     if (g.p.out.count > 0 && (g.p.takes_ids || !dense)) {
         // Through contiguous copies of x and dy, dx copied back: by ids permuted into modality
         // order (the dispatcher's stable order), so each modality's blocks hold the same tokens,

@@ -17,10 +17,6 @@ namespace {
 
 bool aligned(const void *p, std::uintptr_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
 
-bool has_negative_stride(const CheckedView &v) {
-    return std::any_of(v.strides.begin(), v.strides.end(), [](std::int64_t s) { return s < 0; });
-}
-
 // Checks a grouping by sizes (M sizes, each >= 0, summing to the token count) and hands each
 // modality's tokens to `group(m, first, size)`, m = 0 .. M-1, in order.
 template <typename Group>

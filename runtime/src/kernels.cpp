@@ -8,12 +8,7 @@
 #include "halide_calls.hpp"
 #include "kernel_args.hpp"
 #include "magi2norm_kernel_headers.h"
-#if MAGI2NORM_HAS_CUDA
-#include "HalideRuntimeCuda.h"
-#endif
-#if MAGI2NORM_HAS_OPENCL
-#include "HalideRuntimeOpenCL.h"
-#endif
+#include "staging.hpp"
 
 namespace magi2norm::detail {
 
@@ -62,87 +57,6 @@ constexpr std::array<int, kClassCount> kClassIndex = [] {
     }
     return index;
 }();
-
-// How the buffers of a GPU call meet the device: host memory staged through it (host views), or
-// device memory wrapped in place.
-class Staging {
-public:
-    Staging(Backend backend, Memory memory, CallContext *context) : backend_(backend), memory_(memory), context_(context) {}
-    Staging(const Staging &) = delete;
-    Staging &operator=(const Staging &) = delete;
-    ~Staging() {
-        // Device copies of host views are freed; wrapped device memory is only detached.
-        for (std::size_t i = 0; i < count_; ++i) {
-            if (wrapped_) {
-                detach(buffers_[i]);
-            } else {
-                halide_device_free(context_, buffers_[i]);
-            }
-        }
-    }
-
-    // An input: host memory (marked dirty so the variant copies it in) or device memory.
-    void input(halide_buffer_t &b, const void *data) { attach(b, data, halide_buffer_flag_host_dirty); }
-    void output(halide_buffer_t &b, void *data) { attach(b, data, 0); }
-
-    // After the kernel: an output staged from host memory comes back.
-    int finish(halide_buffer_t &out) {
-        if (wrapped_) return 0;
-        return halide_copy_to_host(context_, &out);
-    }
-
-private:
-    void attach(halide_buffer_t &b, const void *data, std::uint64_t host_flags) {
-        buffers_[count_++] = &b;
-        if (memory_ == Memory::device) {
-            wrapped_ = true;
-            wrap(b, data);
-            return;
-        }
-        b.host = static_cast<std::uint8_t *>(const_cast<void *>(data));
-        b.flags = host_flags;
-    }
-
-    void wrap(halide_buffer_t &b, const void *data) {
-#if MAGI2NORM_HAS_CUDA
-        if (backend_ == Backend::cuda) {
-            if (halide_cuda_wrap_device_ptr(context_, &b, reinterpret_cast<std::uint64_t>(data)) != 0) {
-                throw Error(ErrorCode::device, "cannot wrap a CUDA device pointer: " + take_halide_error());
-            }
-            return;
-        }
-#endif
-#if MAGI2NORM_HAS_OPENCL
-        if (backend_ == Backend::opencl) {
-            if (halide_opencl_wrap_cl_mem(context_, &b, reinterpret_cast<std::uint64_t>(data)) != 0) {
-                throw Error(ErrorCode::device, "cannot wrap an OpenCL buffer: " + take_halide_error());
-            }
-            return;
-        }
-#endif
-        (void)b;
-        (void)data;
-        throw Error(ErrorCode::device, std::string("device-memory views need the cuda or opencl backend, not ") +
-                                           backend_name(backend_));
-    }
-
-    void detach(halide_buffer_t *b) {
-        if (b->device == 0) return;
-#if MAGI2NORM_HAS_CUDA
-        if (backend_ == Backend::cuda) halide_cuda_detach_device_ptr(context_, b);
-#endif
-#if MAGI2NORM_HAS_OPENCL
-        if (backend_ == Backend::opencl) halide_opencl_detach_cl_mem(context_, b);
-#endif
-    }
-
-    Backend backend_;
-    Memory memory_;
-    CallContext *context_;
-    halide_buffer_t *buffers_[4] = {};
-    std::size_t count_ = 0;
-    bool wrapped_ = false;
-};
 
 // What last_variant() reports: set once a kernel has completed.
 thread_local const char *t_last_variant = "";

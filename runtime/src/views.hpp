@@ -64,6 +64,10 @@ struct CheckedView {
     std::int64_t lo_bytes = 0, hi_bytes = 0;
 };
 
+inline bool has_negative_stride(const CheckedView &v) {
+    return std::any_of(v.strides.begin(), v.strides.end(), [](std::int64_t s) { return s < 0; });
+}
+
 // Fills `view` (its data left null); throws Error naming `what` ("input", "output", "weight",
 // ...) for: an unknown dtype, a rank above kMaxRank, strides of the wrong length, a negative
 // extent, an element count or a byte offset that overflows. Reads no data pointer; allocates

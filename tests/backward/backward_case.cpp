@@ -87,6 +87,20 @@ Result run_backward(const Inputs &in, DType dx_dtype, DType dweight_dtype, const
     return r;
 }
 
+void expect_b1_b2_b3(const Inputs &in, DType dx_dtype, const magi2norm::BackwardOptions &options) {
+    const Gradients o = oracle(in.problem());
+    const Result f32 = run_backward(in, DType::f32, DType::f32, options);
+    EXPECT_TRUE(b1_close(f32.dx, o.dx));
+    EXPECT_TRUE(b2_close(f32.dweight, o.dscale, o.dscale_bound));
+    const Result low = run_backward(in, dx_dtype, DType::bf16, options);
+    if (dx_dtype != DType::f32) {
+        EXPECT_TRUE(b3_low(low.dx, f32.dx, o.dx, b1_bounds(o.dx)));
+    } else {
+        EXPECT_TRUE(ref::identical(low.dx.view(), f32.dx.view()));
+    }
+    EXPECT_TRUE(b3_low(low.dweight, f32.dweight, o.dscale, b2_bounds(o.dscale_bound)));
+}
+
 testing::AssertionResult b1_close(const ref::HostTensor &dx32, const std::vector<double> &oracle, double *worst) {
     double w = 0;
     for (std::int64_t i = 0; i < dx32.size(); ++i) {

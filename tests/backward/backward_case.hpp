@@ -41,6 +41,10 @@ struct Result {
 // The library's backward into fresh contiguous tensors.
 Result run_backward(const Inputs &in, DType dx_dtype, DType dweight_dtype, const magi2norm::BackwardOptions &options = {});
 
+// B1 and B2 on the FP32 results of `in`, B3 on dx in `dx_dtype` and dweight in BF16 (an FP32 dx
+// equal to the FP32 call's), each call with `options`.
+void expect_b1_b2_b3(const Inputs &in, DType dx_dtype, const magi2norm::BackwardOptions &options = {});
+
 // B1: |a - b| <= 1e-5 + 1e-5 |b| for every element (NaN equals NaN, infinities exactly); `worst`
 // receives the largest |a - b| / (1e-5 + 1e-5 |b|).
 testing::AssertionResult b1_close(const ref::HostTensor &dx32, const std::vector<double> &oracle, double *worst = nullptr);

@@ -110,11 +110,17 @@ TEST(BackwardErrors, Overlaps) {
     expect_refused(d, d.x(), d.dy(), d.in.library_grouping(), d.dx.view(), dw_in_dy, ErrorCode::overlap, "dweight");
 }
 
-TEST(BackwardErrors, Backend) {
-    Call c;
-    magi2norm::BackwardOptions gpu;
-    gpu.stream.backend = magi2norm::Backend::opencl;
-    expect_refused(c, c.x(), c.dy(), c.in.library_grouping(), c.dx.view(), c.dweight.view(), ErrorCode::device, "cpu backend", gpu);
+// Device-memory views are refused on every backend, naming host memory.
+TEST(BackwardErrors, DeviceMemory) {
+    for (const magi2norm::Backend backend : {magi2norm::Backend::cpu, magi2norm::Backend::opencl}) {
+        if (!magi2norm::backend_available(backend)) continue;
+        Call c;
+        magi2norm::BackwardOptions o;
+        o.stream.backend = backend;
+        ConstTensorView x = c.x();
+        x.memory = magi2norm::Memory::device;
+        expect_refused(c, x, c.dy(), c.in.library_grouping(), c.dx.view(), c.dweight.view(), ErrorCode::device, "host memory", o);
+    }
 }
 
 }  // namespace

@@ -70,17 +70,7 @@ TEST_P(Sweep, B1B2B3) {
     const SweepCase &c = GetParam();
     const std::int64_t m = c.grouping == GroupingKind::none ? 1 : 3;
     const Inputs in = make_inputs(c.x, c.dy, DType::bf16, c.shape, m, c.num_patterns, c.grouping, c.seed);
-    const Gradients o = oracle(in.problem());
-    const Result f32 = run_backward(in, DType::f32, DType::f32);
-    EXPECT_TRUE(b1_close(f32.dx, o.dx));
-    EXPECT_TRUE(b2_close(f32.dweight, o.dscale, o.dscale_bound));
-    const Result low = run_backward(in, c.dx, DType::bf16);
-    if (c.dx != DType::f32) {
-        EXPECT_TRUE(b3_low(low.dx, f32.dx, o.dx, b1_bounds(o.dx)));
-    } else {
-        EXPECT_TRUE(ref::identical(low.dx.view(), f32.dx.view()));
-    }
-    EXPECT_TRUE(b3_low(low.dweight, f32.dweight, o.dscale, b2_bounds(o.dscale_bound)));
+    expect_b1_b2_b3(in, c.dx);
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, Sweep, testing::ValuesIn(sweep_cases()),

@@ -1,0 +1,47 @@
+#include "gpu_backward_schedule.h"
+
+#include "gpu_row_sum.h"
+#include "knobs.h"
+
+namespace magi2norm::schedules {
+
+using namespace Halide;
+
+void schedule_gpu_backward(BackwardStages &s, const Target &) {
+    // The forward's default block and unroll (knobs.def), for every row length.
+    const GpuKnobs knobs;
+    const int threads = knobs.threads, unroll = knobs.unroll;
+    Var d_out("d_out"), d_thread("d_thread");
+    RVar head = s.partial_terms.x, middle = s.partial_terms.y, token = s.partial_terms.z;
+
+    // The inverse RMS of every row, a block a row: dx's kernel and the partials' both read it,
+    // and the partials' blocks span many rows, so neither can own it. Rows on the grid's x
+    // (CUDA allows 2^31 - 1 there, 65535 on y and z).
+    s.inv_rms.compute_root().reorder(s.t, s.h, s.a).gpu_blocks(s.t, s.h, s.a);
+    s.sum_squares.compute_at(s.inv_rms, s.t);
+    schedule_gpu_row_sum(s.sum_squares, s.sum_squares_blocks, threads, 1, unroll, LoopLevel(s.inv_rms, s.t), s.t);
+
+    // dx: a block a dx row, its threads across the row; the row's mean of g * n (K rows of it
+    // under singleton-head broadcasting) reduced in the block first. The K rows' sum of each
+    // element stays in a register.
+    s.dx.split(s.d, d_out, d_thread, threads, TailStrategy::GuardWithIf)
+        .reorder(d_thread, d_out, s.t, s.h, s.a)
+        .gpu_blocks(s.t, s.h, s.a)
+        .gpu_threads(d_thread);
+    s.sum_gn.compute_at(s.dx, s.t);
+    s.mean_gn.compute_at(s.dx, s.t);
+    schedule_gpu_row_sum(s.sum_gn, s.sum_gn_blocks, threads, 1, unroll, LoopLevel(s.dx, s.t), s.t);
+    s.dx_summed.compute_at(s.dx, d_thread);
+
+    // The partials: a thread a column d of a block of tokens, adding its rows in the CPU's order
+    // (token by token, middle row by middle row, head by head), so a block's sum is a serial
+    // FP64 chain; neighbouring threads read neighbouring elements of each row.
+    const auto over_columns = [&](Stage stage) {
+        stage.split(s.d, d_out, d_thread, threads, TailStrategy::GuardWithIf).gpu_blocks(s.blk, d_out, s.h).gpu_threads(d_thread);
+    };
+    s.partials.compute_root();
+    over_columns(s.partials.reorder(s.d, s.blk, s.h));
+    over_columns(s.partials.update().reorder(head, middle, token, s.d, s.blk, s.h));
+}
+
+}  // namespace magi2norm::schedules
