@@ -8,10 +8,14 @@
 //              (singleton-head broadcasting: x [T, 1, D] under a [P, D] scale)
 //   partials(d, p, b) = sum over the rows of pattern p in block b of float64(float32(dy) * n)
 //
-// One modality per call: the runtime calls it per modality's tokens with that modality's
-// [P, D] scale (a call by ids runs on tokens permuted into modality order), and adds each
-// modality's partials over its blocks in block order, so the weight gradient does not depend on
-// the grouping form or the thread count. Blocks of `block_tokens` tokens are the runtime's.
+// On CPUs one modality per call: the runtime calls it per modality's tokens with that
+// modality's [P, D] scale (a call by ids runs on tokens permuted into modality order). On GPUs
+// one call for every modality, in place on device memory (a cl_mem cannot be offset to a
+// modality's first token): each token's modality, the tokens in modality order and each block's
+// first position in that order are tables the runtime makes, and the scale is [D, P, M]. Either
+// way a block holds up to `block_tokens` consecutive tokens of one modality in modality order,
+// and the runtime adds each modality's partials over its blocks in block order, so the weight
+// gradient does not depend on the grouping form or the thread count.
 #include "Halide.h"
 
 #include "backward_stages.h"
@@ -32,20 +36,29 @@ public:
     GeneratorParam<int> sum_steps{"sum_steps", 0};
 
     void configure() {
+        const bool gpu = get_target().has_gpu_feature();
         x = add_input<Buffer<>>("x", element_type(in_type), 4);
         dy = add_input<Buffer<>>("dy", element_type(dy_type), 4);
-        scale = add_input<Buffer<float>>("scale", 2);
+        scale = add_input<Buffer<float>>("scale", gpu ? 3 : 2);
+        if (gpu) {
+            token_modality = add_input<Buffer<int32_t>>("token_modality", 1);
+            token_order = add_input<Buffer<int32_t>>("token_order", 1);
+            block_first = add_input<Buffer<int32_t>>("block_first", 1);
+        }
         heads_per_dx_row = add_input<int32_t>("heads_per_dx_row");
         heads_per_pattern = add_input<int32_t>("heads_per_pattern");
         block_tokens = add_input<int32_t>("block_tokens");
         eps = add_input<float>("eps");
+        // On GPUs the partials first: Halide launches the outputs' kernels in this order, so an
+        // in-place dx over dy overwrites dy after the partials have read it.
+        if (gpu) partials = add_output<Buffer<double>>("partials", 3);
         dx = add_output<Buffer<>>("dx", element_type(dx_type), 4);
-        partials = add_output<Buffer<double>>("partials", 3);
+        if (!gpu) partials = add_output<Buffer<double>>("partials", 3);
     }
 
     void generate() {
         const Target target = get_target();
-        const bool gpu = target.has_gpu_feature();
+        const bool gpu = target.has_gpu_feature();  // the GPU form's inputs (configure)
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of terms");
         const int steps = sum_steps > 0 ? int(sum_steps) : (gpu ? 1 : 4);
         schedules::BackwardStages s;
@@ -67,7 +80,9 @@ public:
 
         Func n("n"), g("g"), gn("gn");
         n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
-        g(d, h, a, t) = dyf(d, h, a, t) * (*scale)(d, h);
+        Expr num_modality = gpu ? scale->dim(2).extent() : Expr(1);
+        Expr row_scale = gpu ? (*scale)(d, h, clamp((*token_modality)(t), 0, num_modality - 1)) : (*scale)(d, h);
+        g(d, h, a, t) = dyf(d, h, a, t) * row_scale;
         gn(d, h, a, t) = g(d, h, a, t) * n(d, h, a, t);
         RowSum gn_sum = row_sum(gn, dim, steps, s.lane, "sum_gn", target);
         s.sum_gn = gn_sum.sum;
@@ -97,13 +112,22 @@ public:
         Expr tokens = dy->dim(3).extent();
         s.block_tokens = *block_tokens;
         s.partial_terms = RDom(0, *heads_per_pattern, 0, dy->dim(2).extent(), 0, s.block_tokens, "partial_terms");
-        s.partial_terms.where(s.blk * s.block_tokens + s.partial_terms.z < tokens);
+        // Block b's tokens: [b B, b B + B) of the call's (CPUs), or the tokens at positions
+        // [first(b), first(b + 1)) of the modality order (GPUs). Clamped too: bounds inference
+        // does not see the where clause.
+        Expr token;
+        if (gpu) {
+            Expr position = (*block_first)(s.blk) + s.partial_terms.z;
+            s.partial_terms.where(position < (*block_first)(s.blk + 1));
+            token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
+        } else {
+            s.partial_terms.where(s.blk * s.block_tokens + s.partial_terms.z < tokens);
+            token = min(s.blk * s.block_tokens + s.partial_terms.z, tokens - 1);
+        }
         Func product("product");
         product(d, h, a, t) = dyf(d, h, a, t) * n(d, h, a, t);
         s.partials = Func("partials");
         s.partials(d, h, s.blk) = cast<double>(0);
-        // The token clamped too: bounds inference does not see the where clause.
-        Expr token = min(s.blk * s.block_tokens + s.partial_terms.z, tokens - 1);
         s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
         *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
 
@@ -112,6 +136,9 @@ public:
         for (auto *b : {x, dy}) b->dim(0).set_stride(1);
         dx->dim(0).set_stride(1);
         scale->dim(1).set_stride(Expr());
+        if (gpu) {
+            for (auto *table : {token_modality, token_order, block_first}) table->dim(0).set_stride(1);
+        }
         s.heads_per_dx_row = k;
         s.dim = dim;
         s.dx_bytes = element_type(dx_type).bytes();
@@ -125,6 +152,7 @@ public:
 private:
     GeneratorInput<Buffer<>> *x = nullptr, *dy = nullptr;
     GeneratorInput<Buffer<float>> *scale = nullptr;
+    GeneratorInput<Buffer<int32_t>> *token_modality = nullptr, *token_order = nullptr, *block_first = nullptr;  // GPUs
     GeneratorInput<int32_t> *heads_per_dx_row = nullptr, *heads_per_pattern = nullptr, *block_tokens = nullptr;
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *dx = nullptr;

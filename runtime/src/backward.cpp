@@ -78,6 +78,25 @@ std::int64_t input_pattern_extent(const CheckedView &x, std::size_t out_rank) {
     return axis < shift ? 1 : x.shape[axis - shift];
 }
 
+// Device views are used in place: rows dense (unit stride along d), dy's strides >= 0 in an
+// OpenCL buffer as x's and dx's, and dweight contiguous in its row-major order.
+void check_device_views(const CallPlan &p, const CheckedView &dweight, const KernelLayout &dx_layout) {
+    if (p.cl_buffers && has_negative_stride(p.out)) {
+        throw Error(ErrorCode::stride, "dy " + shape_string(p.out.shape) +
+                                           " is an OpenCL buffer, which a view starts at the first byte of, so its strides must be >= 0");
+    }
+    const KernelLayout &l = p.layout;
+    if (l.extent[0] > 1 && (l.x_stride[0] != 1 || l.out_stride[0] != 1 || dx_layout.x_stride[0] != 1)) {
+        throw Error(ErrorCode::stride, "device-memory views of the backward need unit stride along the normalized axis (input, dy, dx)");
+    }
+    const Dims dense = contiguous_dims(dweight.shape);
+    for (std::size_t i = 0; i < dense.size(); ++i) {
+        if (dweight.shape[i] > 1 && dweight.strides[i] != dense[i]) {
+            throw Error(ErrorCode::stride, "dweight " + shape_string(dweight.shape) + " in device memory must be contiguous (row-major)");
+        }
+    }
+}
+
 Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
                        const TensorView &dx, const TensorView &dweight, const BackwardOptions &options) {
     const NormConfig &config = norm.config;
@@ -113,13 +132,12 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
     check_no_self_overlap(g.dx, "dx");
     check_no_self_overlap(g.dweight, "dweight");
 
-    // A GPU backend stages each modality's views through the device (run_segment).
-    if (x.memory != Memory::host || dy.memory != Memory::host || dx.memory != Memory::host || dweight.memory != Memory::host ||
-        (grouping.kind() == Grouping::Kind::ids && grouping.ids_memory() != Memory::host)) {
-        throw Error(ErrorCode::device, std::string("the backward takes views and modality ids in host memory (the ") +
-                                           backend_name(p.backend) + " backend stages them through the device)");
+    // Host views on any backend (a GPU's staged through the device), device views on a GPU's.
+    plan_backend(p, x, grouping, dx, options.stream);
+    if (dy.memory != p.memory || dweight.memory != p.memory) {
+        throw Error(ErrorCode::device, "input, dy, dx, dweight and modality ids must all be in host memory or all in device memory");
     }
-    p.memory = Memory::host;
+    if (p.memory == Memory::device) check_device_views(p, g.dweight, dx_layout);
     plan_grouping(p, config, grouping);
     p.num_threads = options.num_threads;
     p.parallel_loop = options.parallel_loop;
@@ -148,8 +166,8 @@ bool in_place(const Geometry &g, const void *dy, const void *dx) {
 // but for dx over dy in place.
 void check_pointers(const Geometry &g, const void *x, const void *dy, const void *dx, const void *dweight,
                     const std::int32_t *ids) {
-    const Region xs = host_region(g.p.x, x, "input"), dys = host_region(g.p.out, dy, "dy");
-    const Region dxs = host_region(g.dx, dx, "dx"), dws = host_region(g.dweight, dweight, "dweight");
+    const Region xs = view_region(g.p, g.p.x, x, "input"), dys = view_region(g.p, g.p.out, dy, "dy");
+    const Region dxs = view_region(g.p, g.dx, dx, "dx"), dws = view_region(g.p, g.dweight, dweight, "dweight");
     check_disjoint(dxs, "dx", xs, "input", "dx is written while the input is read");
     if (!in_place(g, dy, dx)) {
         check_disjoint(dxs, "dx", dys, "dy", "dx may be dy itself, in the same element size and layout, and else shares no byte with it");
@@ -176,6 +194,32 @@ void attach(HalideBuffer<N> &b, const void *data) {
     b.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(data));
 }
 
+// x, dy and dx of `count` tokens as the kernel takes them, from the plan's layout.
+void set_views(const Geometry &g, std::int64_t count, HalideBuffer<4> &xb, HalideBuffer<4> &dyb, HalideBuffer<4> &dxb) {
+    const KernelLayout &l = g.p.layout;
+    for (int axis = 0; axis < 4; ++axis) {
+        const std::int64_t extent = axis == 3 ? count : l.extent[axis];
+        // Rows are dense (unit stride along d, which a row of one element may not say).
+        const auto stride = [&](std::int64_t s) { return axis == 0 ? 1 : s; };
+        xb.set_dim(axis, extent, stride(l.x_stride[axis]));
+        dyb.set_dim(axis, extent, stride(l.out_stride[axis]));
+        dxb.set_dim(axis, axis == 1 ? extent / g.heads_per_dx_row : extent, stride(g.dx_stride[axis]));
+    }
+}
+
+// The partials' descriptor: [blocks][P][D] doubles.
+void set_partials(const Geometry &g, std::int64_t blocks, HalideBuffer<3> &b) {
+    const std::int64_t dim = g.p.norm->config.dim;
+    b.set_dim(0, dim, 1);
+    b.set_dim(1, g.patterns, dim);
+    b.set_dim(2, blocks, g.patterns * dim);
+}
+
+void throw_if_failed(int status, const BackwardKernel &kernel) {
+    if (status != 0) throw Error(ErrorCode::device, std::string(kernel.name) + " failed: " + take_halide_error());
+}
+
+// The CPU variant over one modality's tokens.
 void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy, void *dx,
                  const Segment &s) {
     const KernelLayout &l = g.p.layout;
@@ -183,14 +227,7 @@ void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &c
     HalideBuffer<4> xb(storage_type(g.p.x.dtype)), dyb(storage_type(g.p.out.dtype)), dxb(storage_type(g.dx.dtype));
     HalideBuffer<2> scale(halide_type_t(halide_type_float, 32));
     HalideBuffer<3> partials(halide_type_t(halide_type_float, 64));
-    for (int axis = 0; axis < 4; ++axis) {
-        const std::int64_t extent = axis == 3 ? s.count : l.extent[axis];
-        // Rows are dense (unit stride along d, which a row of one element may not say).
-        const auto stride = [&](std::int64_t s) { return axis == 0 ? 1 : s; };
-        xb.set_dim(axis, extent, stride(l.x_stride[axis]));
-        dyb.set_dim(axis, extent, stride(l.out_stride[axis]));
-        dxb.set_dim(axis, axis == 1 ? extent / g.heads_per_dx_row : extent, stride(g.dx_stride[axis]));
-    }
+    set_views(g, s.count, xb, dyb, dxb);
     const auto at = [&](const void *base, std::int64_t stride, DType dtype) {
         return static_cast<const char *>(base) + s.first * stride * static_cast<std::int64_t>(dtype_size(dtype));
     };
@@ -200,9 +237,7 @@ void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &c
     scale.set_dim(0, c.dim, 1);
     scale.set_dim(1, l.extent[1], c.num_patterns > 1 ? c.dim : 0);
     attach(scale, s.scale);
-    partials.set_dim(0, c.dim, 1);
-    partials.set_dim(1, g.patterns, c.dim);
-    partials.set_dim(2, s.blocks, g.patterns * c.dim);
+    set_partials(g, s.blocks, partials);
     attach(partials, s.partials);
 
     void *user_context = &call;
@@ -210,22 +245,99 @@ void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &c
     std::int32_t block = static_cast<std::int32_t>(g.block_tokens);
     float eps = c.eps;
     void *args[] = {&user_context, &xb.buffer, &dyb.buffer, &scale.buffer, &k, &hp, &block, &eps, &dxb.buffer, &partials.buffer};
-    int status = 0;
-    if (kernel.backend == Backend::cpu) {
-        status = kernel.fn(args);
-    } else {
-        // Host views through the device: the inputs copied in, dx and the partials back.
-        Staging staging(kernel.backend, Memory::host, &call);
-        staging.input(xb.buffer, xb.buffer.host);
-        staging.input(dyb.buffer, dyb.buffer.host);
-        staging.input(scale.buffer, scale.buffer.host);
-        staging.output(dxb.buffer, dxb.buffer.host);
-        staging.output(partials.buffer, partials.buffer.host);
-        status = kernel.fn(args);
-        if (status == 0) status = staging.finish(dxb.buffer);
-        if (status == 0) status = staging.finish(partials.buffer);
+    throw_if_failed(kernel.fn(args), kernel);
+}
+
+// The GPU form's tables (generators/magi2_norm_backward_generator.cpp): each token's modality,
+// the tokens in modality order (stable, as the dispatcher's), each block's first position in
+// that order (and, last, the token count), and each modality's first block (M + 1 entries).
+struct GpuTables {
+    std::vector<std::int32_t> modality, order, block_first;
+    std::vector<std::int64_t> modality_blocks;
+};
+
+GpuTables gpu_tables(const Geometry &g, std::vector<std::int64_t> sizes, const std::int32_t *ids) {
+    const auto tokens = static_cast<std::size_t>(g.p.layout.extent[3]);
+    if (ids) {
+        std::fill(sizes.begin(), sizes.end(), 0);
+        for (std::size_t i = 0; i < tokens; ++i) ++sizes[static_cast<std::size_t>(ids[i])];
     }
-    if (status != 0) throw Error(ErrorCode::device, std::string(kernel.name) + " failed: " + take_halide_error());
+    GpuTables t;
+    t.modality.resize(tokens);
+    std::vector<std::int64_t> next(sizes.size() + 1, 0);
+    for (std::size_t m = 0; m < sizes.size(); ++m) next[m + 1] = next[m] + sizes[m];
+    for (std::size_t m = 0, i = 0; m < sizes.size(); ++m) {
+        for (std::int64_t k = 0; k < sizes[m]; ++k, ++i) t.modality[i] = static_cast<std::int32_t>(m);
+    }
+    if (ids) std::copy(ids, ids + tokens, t.modality.begin());
+    t.order.resize(tokens);
+    std::vector<std::int64_t> place(next.begin(), next.end() - 1);
+    for (std::size_t i = 0; i < tokens; ++i) t.order[static_cast<std::size_t>(place[t.modality[i]]++)] = static_cast<std::int32_t>(i);
+    t.modality_blocks.push_back(0);
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        for (std::int64_t first = next[m]; first < next[m + 1]; first += g.block_tokens) {
+            t.block_first.push_back(static_cast<std::int32_t>(first));
+        }
+        t.modality_blocks.push_back(static_cast<std::int64_t>(t.block_first.size()));
+    }
+    t.block_first.push_back(static_cast<std::int32_t>(tokens));
+    return t;
+}
+
+// The GPU variant over every token at once (views in the plan's memory, the tables and the
+// partials staged from and to the host); dscale as run_kernels gives it.
+std::vector<float> run_gpu(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy,
+                           void *dx, const GpuTables &t) {
+    const NormState &norm = *g.p.norm;
+    const NormConfig &c = norm.config;
+    const std::int64_t row = g.patterns * c.dim;
+    std::vector<float> dscale(static_cast<std::size_t>(c.num_modality * row), 0.0f);
+    const auto blocks = static_cast<std::int64_t>(t.block_first.size()) - 1;
+    if (g.p.out.count == 0 || blocks == 0) return dscale;
+    HalideBuffer<4> xb(storage_type(g.p.x.dtype)), dyb(storage_type(g.p.out.dtype)), dxb(storage_type(g.dx.dtype));
+    HalideBuffer<3> scale(halide_type_t(halide_type_float, 32)), partials(halide_type_t(halide_type_float, 64));
+    const halide_type_t int32(halide_type_int, 32);
+    HalideBuffer<1> modality(int32), order(int32), block_first(int32);
+    set_views(g, g.p.layout.extent[3], xb, dyb, dxb);
+    scale.set_dim(0, c.dim, 1);
+    scale.set_dim(1, g.p.layout.extent[1], c.num_patterns > 1 ? c.dim : 0);
+    scale.set_dim(2, c.num_modality, row);
+    modality.set_dim(0, static_cast<std::int64_t>(t.modality.size()), 1);
+    order.set_dim(0, static_cast<std::int64_t>(t.order.size()), 1);
+    block_first.set_dim(0, blocks + 1, 1);
+    std::vector<double> sums(static_cast<std::size_t>(blocks * row));
+    set_partials(g, blocks, partials);
+
+    Staging staging(kernel.backend, g.p.memory, &call);
+    staging.input(xb.buffer, x);
+    staging.input(dyb.buffer, dy);
+    staging.output(dxb.buffer, dx);
+    if (g.p.memory == Memory::device) {
+        staging.input(scale.buffer, norm.device_scales.get(norm.scale, g.p.backend, g.p.gpu_context, g.p.gpu_stream).scale);
+    } else {
+        staging.host_input(scale.buffer, norm.scale.data());
+    }
+    staging.host_input(modality.buffer, t.modality.data());
+    staging.host_input(order.buffer, t.order.data());
+    staging.host_input(block_first.buffer, t.block_first.data());
+    staging.host_output(partials.buffer, sums.data());
+
+    void *user_context = &call;
+    std::int32_t k = static_cast<std::int32_t>(g.heads_per_dx_row), hp = static_cast<std::int32_t>(g.heads_per_pattern);
+    std::int32_t block = static_cast<std::int32_t>(g.block_tokens);
+    float eps = c.eps;
+    void *args[] = {&user_context, &xb.buffer,   &dyb.buffer, &scale.buffer, &modality.buffer, &order.buffer, &block_first.buffer,
+                    &k,            &hp,          &block,      &eps,          &partials.buffer,  &dxb.buffer};
+    int status = kernel.fn(args);
+    if (status == 0) status = staging.finish(dxb.buffer);
+    if (status == 0) status = staging.finish(partials.buffer);
+    throw_if_failed(status, kernel);
+    std::vector<double> sum(static_cast<std::size_t>(row));
+    for (std::size_t m = 0; m + 1 < t.modality_blocks.size(); ++m) {
+        const std::int64_t first = t.modality_blocks[m], count = t.modality_blocks[m + 1] - first;
+        if (count > 0) add_partials(sums.data() + first * row, count, row, sum.data(), dscale.data() + m * row);
+    }
+    return dscale;
 }
 
 // Each modality's token count, in order: by sizes as given; all tokens in modality 0 otherwise
@@ -288,18 +400,31 @@ void encode_value(DType dtype, float v, unsigned char *p) {
     std::memcpy(p, &bits, sizeof bits);
 }
 
-// dweight = cast(dscale), or cast(float32(dweight) + dscale), in dweight's dtype and layout.
-void write_dweight(const Geometry &g, const std::vector<float> &dscale, void *dweight, bool accumulate) {
-    const std::size_t elem = dtype_size(g.dweight.dtype);
-    std::vector<unsigned char> packed(dscale.size() * elem);
+// dweight's elements, contiguous in `packed`: cast(dscale), or cast(float32(old) + dscale) from
+// the old values `packed` holds.
+void pack_dweight(DType dtype, const std::vector<float> &dscale, bool accumulate, std::vector<unsigned char> &packed) {
+    const std::size_t elem = dtype_size(dtype);
+    for (std::size_t i = 0; i < dscale.size(); ++i) {
+        const float old = accumulate ? decode_value(dtype, packed.data() + i * elem) : 0.0f;
+        encode_value(dtype, accumulate ? old + dscale[i] : dscale[i], packed.data() + i * elem);
+    }
+}
+
+// dweight = cast(dscale), or cast(float32(dweight) + dscale), in dweight's dtype and layout: in
+// host memory, or in device memory (contiguous, check_device_views) through the host.
+void write_dweight(const Geometry &g, CallContext &call, const std::vector<float> &dscale, void *dweight, bool accumulate) {
+    std::vector<unsigned char> packed(dscale.size() * dtype_size(g.dweight.dtype));
+    if (g.p.memory == Memory::device) {
+        if (accumulate) copy_to_host(g.p.backend, &call, dweight, packed.data(), packed.size());
+        pack_dweight(g.dweight.dtype, dscale, accumulate, packed);
+        copy_to_device(g.p.backend, &call, packed.data(), dweight, packed.size());
+        return;
+    }
     const Dims dense = contiguous_dims(g.dweight.shape);
     CheckedView view = g.dweight;
     view.data = dweight;
     if (accumulate) copy_elements(view, packed.data(), dense);
-    for (std::size_t i = 0; i < dscale.size(); ++i) {
-        const float old = accumulate ? decode_value(g.dweight.dtype, packed.data() + i * elem) : 0.0f;
-        encode_value(g.dweight.dtype, accumulate ? old + dscale[i] : dscale[i], packed.data() + i * elem);
-    }
+    pack_dweight(g.dweight.dtype, dscale, accumulate, packed);
     view.data = packed.data();
     view.strides = dense;
     copy_elements(view, dweight, g.dweight.strides);
@@ -326,21 +451,40 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     install_halide_hooks();
     Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
     check_pointers(g, x.data, dy.data, dx.data, dweight.data, grouping.token_ids());
-    const BackwardKernel &kernel = find_backward(g.p.backend, 0, g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
-    CallContext call{options.stream.context, options.stream.stream};
-    if (g.p.backend == Backend::cpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
+    const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
+    const BackwardKernel &kernel = find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
+    CallContext call{g.p.gpu_context, g.p.gpu_stream};
+    const bool gpu = g.p.backend != Backend::cpu;
+    if (!gpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
+
+    // GPUs take the ids as a table, read on the host (device ids copied there and checked).
+    const std::int32_t *ids = grouping.token_ids();
+    std::vector<std::int32_t> host_ids;
+    if (gpu && g.p.takes_ids && g.p.memory == Memory::device && g.p.tokens > 0) {
+        host_ids.resize(static_cast<std::size_t>(g.p.tokens));
+        copy_to_host(g.p.backend, &call, ids, host_ids.data(), host_ids.size() * sizeof(std::int32_t));
+        check_id_values(host_ids.data(), g.p.tokens, norm.config.num_modality);
+        ids = host_ids.data();
+    }
+    const auto run = [&](const Geometry &geometry, const void *xs, const void *dys, void *dxs, const std::vector<std::int64_t> &sizes) {
+        if (!gpu) return run_kernels(geometry, kernel, call, xs, dys, dxs, sizes);
+        return run_gpu(geometry, kernel, call, xs, dys, dxs, gpu_tables(geometry, sizes, geometry.p.takes_ids ? ids : nullptr));
+    };
 
     std::vector<float> dscale;
-    // The kernel reads dense rows; a GPU's staging copies views of strides >= 0 only.
-    const bool staged_as_is = g.p.backend == Backend::cpu ||
-                              (!has_negative_stride(g.p.x) && !has_negative_stride(g.p.out) && !has_negative_stride(g.dx));
-    const bool dense = staged_as_is && (g.p.layout.extent[0] == 1 || (g.p.layout.x_stride[0] == 1 &&
-                                                                      g.p.layout.out_stride[0] == 1 && g.dx_stride[0] == 1));
-    if (g.p.out.count > 0 && (g.p.takes_ids || !dense)) {
+    // The kernels read dense rows; a GPU's staging copies host views of strides >= 0 only
+    // (device views are dense and used in place: check_device_views).
+    const bool dense = (g.p.layout.extent[0] == 1 ||
+                        (g.p.layout.x_stride[0] == 1 && g.p.layout.out_stride[0] == 1 && g.dx_stride[0] == 1)) &&
+                       (g.p.memory == Memory::device || !gpu ||
+                        (!has_negative_stride(g.p.x) && !has_negative_stride(g.p.out) && !has_negative_stride(g.dx)));
+    // CPUs run a call by ids on tokens permuted into modality order.
+    const bool permuted = !gpu && g.p.takes_ids;
+    if (g.p.out.count > 0 && (permuted || !dense)) {
         // Through contiguous copies of x and dy, dx copied back: by ids permuted into modality
         // order (the dispatcher's stable order), so each modality's blocks hold the same tokens,
-        // in the same order, as the call by sizes on dispatched tensors; rows that are not dense
-        // (the kernel reads dense rows) in their own order.
+        // in the same order, as the call by sizes on dispatched tensors; other views in their
+        // own order.
         const auto dense_copy = [](const CheckedView &v, std::vector<unsigned char> &memory) {
             memory.resize(static_cast<std::size_t>(v.count) * dtype_size(v.dtype));
             return TensorView(memory.data(), v.dtype, v.shape.to_vector());
@@ -349,8 +493,8 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
         const TensorView x_copy = dense_copy(g.p.x, x_memory), dy_copy = dense_copy(g.p.out, dy_memory);
         const TensorView dx_copy = dense_copy(g.dx, dx_memory);
         std::optional<ModalityDispatcher> dispatcher;
-        if (g.p.takes_ids) {
-            dispatcher.emplace(grouping.token_ids(), g.p.tokens, norm.config.num_modality);
+        if (permuted) {
+            dispatcher.emplace(ids, g.p.tokens, norm.config.num_modality);
             dispatcher->dispatch(x, x_copy);
             dispatcher->dispatch(dy, dy_copy);
         } else {
@@ -360,7 +504,7 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
         const std::vector<std::int64_t> sizes = dispatcher ? dispatcher->group_sizes() : segment_sizes(g, grouping);
         const Geometry copies = plan_backward(norm, x_copy, dy_copy, dispatcher ? Grouping::sizes(sizes) : grouping, dx_copy,
                                               dweight, options);
-        dscale = run_kernels(copies, kernel, call, x_copy.data, dy_copy.data, dx_copy.data, sizes);
+        dscale = run(copies, x_copy.data, dy_copy.data, dx_copy.data, sizes);
         if (dispatcher) {
             dispatcher->undispatch(dx_copy, dx);
         } else {
@@ -370,9 +514,9 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
             copy_elements(result, dx.data, g.dx.strides);
         }
     } else {
-        dscale = run_kernels(g, kernel, call, x.data, dy.data, dx.data, segment_sizes(g, grouping));
+        dscale = run(g, x.data, dy.data, dx.data, segment_sizes(g, grouping));
     }
-    write_dweight(g, dscale, dweight.data, options.accumulate_dweight);
+    write_dweight(g, call, dscale, dweight.data, options.accumulate_dweight);
 }
 
 }  // namespace magi2norm::detail

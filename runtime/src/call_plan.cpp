@@ -45,33 +45,6 @@ void walk_group_sizes(const NormConfig &config, const Grouping &grouping, std::i
     }
 }
 
-// Where the views are and what runs them: the memory agrees across views and backend, and views
-// of OpenCL buffers (a cl_mem is a handle: a view starts at its buffer's first byte) come with
-// the host's queue and strides >= 0.
-void plan_backend(CallPlan &p, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
-                  const Stream &stream) {
-    p.backend = stream.backend ? *stream.backend : default_backend();
-    p.memory = x.memory;
-    if (x.memory != out.memory || (grouping.kind() == Grouping::Kind::ids && grouping.ids_memory() != x.memory)) {
-        throw Error(ErrorCode::device, "input, output and modality ids must all be in host memory or all in device memory");
-    }
-    if (p.memory == Memory::device && p.backend == Backend::cpu) {
-        throw Error(ErrorCode::device, "device-memory views need the cuda or opencl backend, not cpu");
-    }
-    p.cl_buffers = p.memory == Memory::device && p.backend == Backend::opencl;
-    if (p.cl_buffers) {
-        if (stream.stream == nullptr) {
-            throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
-        }
-        for (const auto &[view, what] : {std::pair{&p.x, "input"}, std::pair{&p.out, "output"}}) {
-            if (has_negative_stride(*view)) {
-                throw Error(ErrorCode::stride, std::string(what) + " " + shape_string(view->shape) +
-                                                   " is an OpenCL buffer, which a view starts at the first byte of, so its strides must be >= 0");
-            }
-        }
-    }
-}
-
 // Whether the streaming-store variants can store this layout aligned, whatever its first
 // element's address: rows dense and a multiple of the alignment long, every other stride of an
 // axis longer than 1 a multiple of it (generators/magi2_norm_generator.cpp, require_streaming_layout).
@@ -100,30 +73,6 @@ bool paired_layout(const CallPlan &p) {
         if (l.extent[i] != 1 && (l.x_stride[i] % 2 != 0 || l.out_stride[i] % 2 != 0)) return false;
     }
     return true;
-}
-
-// Where `bytes` lie in an OpenCL buffer `mem`, which must hold them all (OpenCL checks nothing
-// when the kernel runs): else Error(`code`), "`what` <bytes> bytes but the OpenCL buffer holds
-// <size>". Nothing is looked up for 0 bytes (an empty view's handle may be null).
-Region cl_region(const void *mem, std::uint64_t bytes, ErrorCode code, const std::string &what) {
-    if (bytes == 0) return {};
-    const auto extent = opencl_extent(mem);
-    if (bytes > extent.size) {
-        throw Error(code, what + " " + std::to_string(bytes) + " bytes but the OpenCL buffer holds " + std::to_string(extent.size));
-    }
-    return {extent.root, extent.offset, extent.offset + bytes};
-}
-
-// The elements of a view at `data`: host addresses, or the part of its OpenCL buffer it covers
-// (strides >= 0, so [0, hi) of the buffer).
-Region view_region(const CallPlan &p, const CheckedView &v, const void *data, const char *what) {
-    if (!p.cl_buffers) return host_region(v, data, what);
-    if (v.count > 0 && data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
-    Region r = cl_region(data, static_cast<std::uint64_t>(v.hi_bytes), ErrorCode::shape, std::string(what) + " view needs");
-    r.elem_bytes = static_cast<std::int64_t>(dtype_size(v.dtype));
-    r.shape = &v.shape;
-    r.strides = &v.strides;
-    return r;
 }
 
 // `kernel` on pointers that passed their checks.
@@ -168,6 +117,62 @@ CallSize call_size(const CallPlan &p) {
 }
 
 }  // namespace
+
+// Where the views are and what runs them: the memory agrees across views and backend, and views
+// of OpenCL buffers (a cl_mem is a handle: a view starts at its buffer's first byte) come with
+// the host's queue and strides >= 0.
+void plan_backend(CallPlan &p, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
+                  const Stream &stream) {
+    p.backend = stream.backend ? *stream.backend : default_backend();
+    p.memory = x.memory;
+    if (x.memory != out.memory || (grouping.kind() == Grouping::Kind::ids && grouping.ids_memory() != x.memory)) {
+        throw Error(ErrorCode::device, "input, output and modality ids must all be in host memory or all in device memory");
+    }
+    if (p.memory == Memory::device && p.backend == Backend::cpu) {
+        throw Error(ErrorCode::device, "device-memory views need the cuda or opencl backend, not cpu");
+    }
+    p.cl_buffers = p.memory == Memory::device && p.backend == Backend::opencl;
+    if (p.cl_buffers) {
+        if (stream.stream == nullptr) {
+            throw Error(ErrorCode::device, "views of OpenCL buffers need the host's command queue (Stream::stream)");
+        }
+        for (const auto &[view, what] : {std::pair{&p.x, "input"}, std::pair{&p.out, "output"}}) {
+            if (has_negative_stride(*view)) {
+                throw Error(ErrorCode::stride, std::string(what) + " " + shape_string(view->shape) +
+                                                   " is an OpenCL buffer, which a view starts at the first byte of, so its strides must be >= 0");
+            }
+        }
+    }
+    if (p.memory == Memory::device) {
+        p.gpu_context = p.cl_buffers ? (stream.context ? stream.context : opencl_queue_context(stream.stream))
+                                     : resolve_cuda_context(stream.context);
+        p.gpu_stream = stream.stream;
+    }
+}
+
+// Where `bytes` lie in an OpenCL buffer `mem`, which must hold them all (OpenCL checks nothing
+// when the kernel runs): else Error(`code`), "`what` <bytes> bytes but the OpenCL buffer holds
+// <size>". Nothing is looked up for 0 bytes (an empty view's handle may be null).
+Region cl_region(const void *mem, std::uint64_t bytes, ErrorCode code, const std::string &what) {
+    if (bytes == 0) return {};
+    const auto extent = opencl_extent(mem);
+    if (bytes > extent.size) {
+        throw Error(code, what + " " + std::to_string(bytes) + " bytes but the OpenCL buffer holds " + std::to_string(extent.size));
+    }
+    return {extent.root, extent.offset, extent.offset + bytes};
+}
+
+// The elements of a view at `data`: host addresses, or the part of its OpenCL buffer it covers
+// (strides >= 0, so [0, hi) of the buffer).
+Region view_region(const CallPlan &p, const CheckedView &v, const void *data, const char *what) {
+    if (!p.cl_buffers) return host_region(v, data, what);
+    if (v.count > 0 && data == nullptr) throw Error(ErrorCode::null_data, std::string(what) + " data pointer is null");
+    Region r = cl_region(data, static_cast<std::uint64_t>(v.hi_bytes), ErrorCode::shape, std::string(what) + " view needs");
+    r.elem_bytes = static_cast<std::int64_t>(dtype_size(v.dtype));
+    r.shape = &v.shape;
+    r.strides = &v.strides;
+    return r;
+}
 
 // The grouping's kernel arguments: group starts (by sizes, up to kMaxGroups modalities), per-token
 // ids made here (by sizes past that, host memory only), or the caller's ids at run time.
@@ -229,12 +234,14 @@ void check_ids(const CallPlan &p, const std::int32_t *ids, std::initializer_list
     span.shape = &shape;
     span.strides = &strides;
     for (const WrittenRegion &w : written) check_disjoint(span, "modality ids", *w.region, w.what, "the kernel would overwrite ids it reads");
-    if (p.memory != Memory::host) return;
-    const std::int64_t m = p.norm->config.num_modality;
-    for (std::int64_t t = 0; t < p.tokens; ++t) {
-        if (ids[t] < 0 || ids[t] >= m) {
+    if (p.memory == Memory::host) check_id_values(ids, p.tokens, p.norm->config.num_modality);
+}
+
+void check_id_values(const std::int32_t *ids, std::int64_t tokens, std::int64_t num_modality) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        if (ids[t] < 0 || ids[t] >= num_modality) {
             throw Error(ErrorCode::modality_id, "token " + std::to_string(t) + " has modality id " + std::to_string(ids[t]) +
-                                                    ", outside [0, " + std::to_string(m) + ")");
+                                                    ", outside [0, " + std::to_string(num_modality) + ")");
         }
     }
 }
@@ -320,9 +327,6 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     static const std::int32_t kZeroId = 0;
     p.zero_id = &kZeroId;
     if (p.memory == Memory::device) {
-        p.gpu_context = p.cl_buffers ? (options.stream.context ? options.stream.context : opencl_queue_context(options.stream.stream))
-                                     : resolve_cuda_context(options.stream.context);
-        p.gpu_stream = options.stream.stream;
         const auto device = norm.device_scales.get(norm.scale, p.backend, p.gpu_context, p.gpu_stream);
         p.scale = device.scale;
         p.zero_id = device.zero_id;

@@ -90,6 +90,19 @@ struct WrittenRegion {
 };
 void check_ids(const CallPlan &plan, const std::int32_t *ids, std::initializer_list<WrittenRegion> written);
 
+// Modality ids in [0, num_modality): else Error(modality_id) naming the first token outside.
+void check_id_values(const std::int32_t *ids, std::int64_t tokens, std::int64_t num_modality);
+
+// Where the views are and what runs them (the plan's backend, memory, cl_buffers, GPU context
+// and stream): the memory agrees across x, out and the ids and with the backend, and views of
+// OpenCL buffers (a cl_mem is a handle: a view starts at its buffer's first byte) come with the
+// host's queue and strides >= 0. Throws Error(device) or Error(stride).
+void plan_backend(CallPlan &plan, const ConstTensorView &x, const Grouping &grouping, const TensorView &out, const Stream &stream);
+
+// The elements of checked view `v` at `data`, named `what` in errors: host (or CUDA device)
+// addresses, or the part of its OpenCL buffer it covers, which must hold it.
+Region view_region(const CallPlan &plan, const CheckedView &v, const void *data, const char *what);
+
 // Throws Error naming the problem; reads no data pointer.
 CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
                    const CallOptions &options);

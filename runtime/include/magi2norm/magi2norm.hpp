@@ -265,7 +265,7 @@ struct CallOptions {
 struct BackwardOptions {
     std::optional<DType> dx_dtype;              // unset: the input's dtype
     bool accumulate_dweight = false;            // dweight = dweight + gradient, else dweight = gradient
-    Stream stream;                              // the backend (GPUs: views staged through the device)
+    Stream stream;                              // the backend and, for GPUs, context and stream
     std::optional<int> num_threads;             // threads on the library's pool, at most its size
     std::optional<ParallelLoop> parallel_loop;  // a host's loop, or {} for the library's pool
 };
@@ -345,8 +345,8 @@ public:
     // layout, and shares no other memory) and dweight (M*P*D elements, modality-major as the
     // weight, in any dtype), which receives the weight gradient or, with accumulate_dweight, adds
     // it. dy has output_shape(x.shape) in x's dtype or f32. The weight gradient is the same bits
-    // for any thread count, parallel loop and grouping form on one backend. Views in host
-    // memory; a GPU backend copies them to the device and dx and the partial sums back.
+    // for any thread count, parallel loop and grouping form on one backend. On a GPU backend,
+    // device views (dense rows, a contiguous dweight) are used in place and host views staged.
     void backward(const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping, const TensorView &dx,
                   const TensorView &dweight, const BackwardOptions &options = {}) const;
 
