@@ -6,10 +6,13 @@
 #                                       # linked, into gpu_bundle/
 #   bash scripts/gpu_check.sh run       # there (carry gpu_bundle/): the forward's and the
 #                                       # backward's contract suites on CUDA,
-#                                       # then every MAGI-2 norm at T = 16384 and 65536 against
-#                                       # PyTorch eager and torch.compile, a table, and the
+#                                       # then every MAGI-2 norm at T = 16384 and 65536, forward
+#                                       # and backward, against a device-to-device copy, PyTorch
+#                                       # eager and torch.compile (autograd for the backward),
+#                                       # two tables, and the
 #                                       # GPU tuning batch's times (tuning/record.json)
-# `run` takes well under 8 minutes on an H200 (most of it torch.compile).
+# `run` took under 8 minutes on an H200 before the backward's rows (most of it torch.compile);
+# they add each norm's backward to the benchmark and PyTorch steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=gpu_bundle
@@ -70,19 +73,24 @@ run)
   if [ -n "${OUT:-}" ]; then cp "$bundle"/*.jsonl "$bundle/tuning/record.json" "$OUT/"; fi
   python3 - "$bundle/ours.jsonl" "$bundle/torch.jsonl" "$bundle/unroll1.jsonl" <<'PY'
 import json, sys
+key = lambda r: (r.get("pass", "forward"), r["name"], r["tokens"])
 ours = [json.loads(l) for l in open(sys.argv[1])]
-torch = {(r["name"], r["tokens"]): r for r in map(json.loads, open(sys.argv[2]))}
-unroll1 = {(r["name"], r["tokens"]): r for r in map(json.loads, open(sys.argv[3]))}
-print(f"| norm | T | in->out | ours ms | TB/s | of D2D copy | eager ms | compile ms | vs eager | vs compile | "
-      f"max rel err | unroll=1 ms | unroll=1 of D2D |")
-print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-for r in ours:
-    t = torch.get((r["name"], r["tokens"]), {})
-    u = unroll1.get((r["name"], r["tokens"]), {})
-    e, c = t.get("eager_ms", float("nan")), t.get("compile_ms", float("nan"))
-    print(f"| {r['name']} | {r['tokens']} | {r['in_dtype']}->{r['out_dtype']} | {r['ms']:.3f} | {r['tbps']:.2f} | "
-          f"{r['fraction_of_copy']:.2f} | {e:.3f} | {c:.3f} | {e / r['ms']:.2f}x | {c / r['ms']:.2f}x | {r['max_rel_err']:.1e} | "
-          f"{u.get('ms', float('nan')):.3f} | {u.get('fraction_of_copy', float('nan')):.2f} |")
+torch = {key(r): r for r in map(json.loads, open(sys.argv[2]))}
+unroll1 = {key(r): r for r in map(json.loads, open(sys.argv[3]))}
+for pass_name in ("forward", "backward"):
+    print(f"\n{pass_name}:\n")
+    print(f"| norm | T | in->out | ours ms | TB/s | of D2D copy | eager ms | compile ms | vs eager | vs compile | "
+          f"max rel err | unroll=1 ms | unroll=1 of D2D |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in ours:
+        if r.get("pass", "forward") != pass_name:
+            continue
+        t = torch.get(key(r), {})
+        u = unroll1.get(key(r), {})
+        e, c = t.get("eager_ms", float("nan")), t.get("compile_ms", float("nan"))
+        print(f"| {r['name']} | {r['tokens']} | {r['in_dtype']}->{r['out_dtype']} | {r['ms']:.3f} | {r['tbps']:.2f} | "
+              f"{r['fraction_of_copy']:.2f} | {e:.3f} | {c:.3f} | {e / r['ms']:.2f}x | {c / r['ms']:.2f}x | "
+              f"{r['max_rel_err']:.1e} | {u.get('ms', float('nan')):.3f} | {u.get('fraction_of_copy', float('nan')):.2f} |")
 PY
   exit "$failed"
   ;;
