@@ -80,8 +80,12 @@ std::string command_for(const VariantRequest &r, const std::string &dir, const s
     return c.str();
 }
 
+// The cache's name of a candidate: a hash of everything its object is made from, the sources'
+// version included, so a cache kept across an edit of generators/ or schedules/ never serves an
+// object of the older sources.
 std::string variant_key(const VariantRequest &r) {
-    std::string text = r.target + generator_args(r) + (r.schedule.autoscheduled() ? plugin_of(r.schedule.kind) : "");
+    std::string text = std::string(MAGI2NORM_GENERATOR_VERSION) + r.target + generator_args(r) +
+                       (r.schedule.autoscheduled() ? plugin_of(r.schedule.kind) : "");
     std::uint64_t h = 1469598103934665603ull;
     for (const char ch : text) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
     static const char *digits = "0123456789abcdef";
