@@ -63,7 +63,8 @@ endfunction()
 # the sources go: the SHA-256 (hex) of a manifest of every file the variants are made from
 # (generators/, schedules/, cmake/streaming_stores.py and this file, whose target features and
 # families change the objects too), one line "<file's SHA-256>  <path from
-# the source root>" a file, in byte order of the paths, hidden files and __pycache__ left out:
+# the source root>" a file, in byte order of the paths, hidden files, __pycache__ and the
+# backward's own sources (names with "backward": no record tunes the backward) left out:
 # sha256sum's format, so `sha256sum <those files> | sha256sum` gives it too. Any change to them
 # may change what a schedule parameter does, so a record made before it is refused
 # (check_tuning_record.cmake). In a configure (not a `cmake -P` script) the files become
@@ -73,6 +74,7 @@ function(magi2norm_generator_version out)
     get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
     file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${root} ${root}/generators/* ${root}/schedules/*)
     list(FILTER files EXCLUDE REGEX "(^|/)(\\.|__pycache__/)")
+    list(FILTER files EXCLUDE REGEX "backward[^/]*$")
     list(APPEND files cmake/streaming_stores.py cmake/Magi2normVariants.cmake)
     list(SORT files)
     set(manifest "")

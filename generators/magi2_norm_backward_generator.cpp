@@ -69,27 +69,37 @@ public:
         xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), target);
         dyf(d, h, a, t) = decode(dy_type, (*dy)(d, h, a, t), target);
 
-        Func square("square");
+        Func square("square"), g("g"), gx("gx");
         square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
-        RowSum squares = row_sum(square, dim, steps, s.lane, "sum_squares", target);
-        s.sum_squares = squares.sum;
-        s.sum_squares_blocks = squares.blocks;
-        s.sum_squares_lanes = squares.lane_sums;
-        s.inv_rms = Func("inv_rms");
-        s.inv_rms(h, a, t) = inverse_rms(s.sum_squares(h, a, t), dim, *eps);
-
-        Func n("n"), g("g"), gn("gn");
-        n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
         Expr num_modality = gpu ? scale->dim(2).extent() : Expr(1);
         Expr row_scale = gpu ? (*scale)(d, h, clamp((*token_modality)(t), 0, num_modality - 1)) : (*scale)(d, h);
         g(d, h, a, t) = dyf(d, h, a, t) * row_scale;
-        gn(d, h, a, t) = g(d, h, a, t) * n(d, h, a, t);
-        RowSum gn_sum = row_sum(gn, dim, steps, s.lane, "sum_gn", target);
-        s.sum_gn = gn_sum.sum;
-        s.sum_gn_blocks = gn_sum.blocks;
-        s.sum_gn_lanes = gn_sum.lane_sums;
+        gx(d, h, a, t) = g(d, h, a, t) * xf(d, h, a, t);
+        // sum_d g * n = inv * sum_d g * x: the second sum needs no inverse RMS, so it is taken in
+        // the same pass as the sum of squares (a Tuple on CPUs; the GPUs' are their own kernels).
+        Expr sum_squares, sum_gx;
+        if (gpu) {
+            RowSum squares = gpu_row_sum(square, dim, steps, "sum_squares");
+            RowSum gxs = gpu_row_sum(gx, dim, steps, "sum_gx");
+            s.sum_squares = squares.sum;
+            s.sum_squares_blocks = squares.blocks;
+            s.sum_gx = gxs.sum;
+            s.sum_gx_blocks = gxs.blocks;
+            sum_squares = s.sum_squares(h, a, t);
+            sum_gx = s.sum_gx(h, a, t);
+        } else {
+            RowSum sums = cpu_row_sums({square, gx}, dim, steps, s.lane, "row_sums");
+            s.sum_squares = sums.sum;
+            s.sum_squares_lanes = sums.lane_sums;
+            sum_squares = s.sum_squares(h, a, t)[0];
+            sum_gx = s.sum_squares(h, a, t)[1];
+        }
+        s.inv_rms = Func("inv_rms");
+        s.inv_rms(h, a, t) = inverse_rms(sum_squares, dim, *eps);
+        Func n("n");
+        n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
         s.mean_gn = Func("mean_gn");
-        s.mean_gn(h, a, t) = cast<float>(s.sum_gn(h, a, t)) / cast<float>(dim);
+        s.mean_gn(h, a, t) = cast<float>(sum_gx * cast<double>(s.inv_rms(h, a, t))) / cast<float>(dim);
 
         Func row_dx("row_dx");
         row_dx(d, h, a, t) = s.inv_rms(h, a, t) * (g(d, h, a, t) - n(d, h, a, t) * s.mean_gn(h, a, t));

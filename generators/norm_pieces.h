@@ -73,35 +73,63 @@ inline Halide::Expr inverse_rms(const Halide::Expr &sum_squares, const Halide::E
     return 1.0f / sqrt(cast<float>(sum_squares) / cast<float>(dim) + eps);
 }
 
-// The CPU's sum over d of term(d, h, a, t) for d in [0, dim): lane l of block b adds the terms at
-// b * 16 steps + l + 16 k, k < steps, in FP32 left to right (terms past the row are zeros, which
-// add exactly); `lane_sums`(lane, h, a, t) accumulates its lane's partials in FP64 over `blocks`;
-// the result is the lanes' tree. A schedule places `lane_sums` and vectorizes over `lane`.
+// The CPU's sums over d of terms[i](d, h, a, t) for d in [0, dim), in one pass over the row: lane
+// l of block b adds the terms at b * 16 steps + l + 16 k, k < steps, in FP32 left to right (terms
+// past the row are zeros, which add exactly); `lane_sums`(lane, h, a, t) accumulates its lane's
+// partials in FP64 over `blocks`; a sum is the lanes' tree. With one term `lane_sums` and `sum`
+// hold one value, with more a Tuple of one value a term, each added as if it were alone. A
+// schedule places `lane_sums` and vectorizes over `lane`.
 struct RowSum {
     Halide::Func lane_sums;
     Halide::Func sum;  // (h, a, t), FP64
     Halide::RDom blocks;
 };
 
-inline RowSum cpu_row_sum(const Halide::Func &term, const Halide::Expr &dim, int steps, const Halide::Var &lane,
-                          const std::string &name) {
+// Element `i` of a Func's value: the value itself for a Func of one value.
+inline Halide::Expr element(const Halide::FuncRef &ref, std::size_t i) {
+    return ref.size() == 1 ? Halide::Expr(ref) : Halide::Expr(ref[static_cast<int>(i)]);
+}
+
+inline void define(Halide::FuncRef ref, const std::vector<Halide::Expr> &values) {
+    if (values.size() == 1) {
+        ref = values[0];
+    } else {
+        ref = Halide::Tuple(values);
+    }
+}
+
+inline RowSum cpu_row_sums(const std::vector<Halide::Func> &terms, const Halide::Expr &dim, int steps, const Halide::Var &lane,
+                           const std::string &name) {
     using namespace Halide;
     Var h("h"), a("a"), t("t");
     const int block = abi::kSumLanes * steps;
-    // Positions past the row read as zero terms: adding 0 is exact, so the last, partial block
-    // adds the row's own terms in the same order as a whole block would. The boundary condition
-    // marks its test `likely`, so Halide peels the last block off the loop and whole blocks run
-    // without the test.
-    Func padded = BoundaryConditions::constant_exterior(term, 0.0f, {{0, dim}});  // bounds d only
     RowSum s;
     s.blocks = RDom(0, (dim + block - 1) / block, name + "_blocks");
     s.lane_sums = Func(name + "_lanes");
-    s.lane_sums(lane, h, a, t) = cast<double>(0);
-    s.lane_sums(lane, h, a, t) +=
-        partial_sum(steps, [&](int k) { return padded(s.blocks * block + lane + k * abi::kSumLanes, h, a, t); });
     s.sum = Func(name);
-    s.sum(h, a, t) = lane_tree([&](int l) { return s.lane_sums(l, h, a, t); });
+    std::vector<Expr> zeros, updates, trees;
+    for (std::size_t i = 0; i < terms.size(); ++i) zeros.push_back(cast<double>(0));
+    define(s.lane_sums(lane, h, a, t), zeros);
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+        // Positions past the row read as zero terms: adding 0 is exact, so the last, partial block
+        // adds the row's own terms in the same order as a whole block would. The boundary
+        // condition marks its test `likely`, so Halide peels the last block off the loop and
+        // whole blocks run without the test.
+        Func padded = BoundaryConditions::constant_exterior(terms[i], 0.0f, {{0, dim}});  // bounds d only
+        updates.push_back(element(s.lane_sums(lane, h, a, t), i) +
+                          partial_sum(steps, [&](int k) { return padded(s.blocks * block + lane + k * abi::kSumLanes, h, a, t); }));
+    }
+    define(s.lane_sums(lane, h, a, t), updates);
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+        trees.push_back(lane_tree([&](int l) { return element(s.lane_sums(l, h, a, t), i); }));
+    }
+    define(s.sum(h, a, t), trees);
     return s;
+}
+
+inline RowSum cpu_row_sum(const Halide::Func &term, const Halide::Expr &dim, int steps, const Halide::Var &lane,
+                          const std::string &name) {
+    return cpu_row_sums({term}, dim, steps, lane, name);
 }
 
 // The GPU's sum over d of term(d, h, a, t): an FP64 update over `blocks` = (lane, block) of

@@ -17,11 +17,12 @@ struct BackwardStages {
     Halide::Func dx_summed;       // (d, h, a, t) FP32: the K rows of one input row added (K > 1)
     Halide::Func partials;        // partials(d, p, blk), FP64: sum over the block's rows of dy * n, an output
     Halide::RDom partial_terms;   // (head of the pattern, middle axis, token of the block)
-    Halide::Func sum_squares, sum_squares_lanes;  // (h, a, t): the forward's row sum, and its CPU lanes
+    Halide::Func sum_squares, sum_squares_lanes;  // (h, a, t): the forward's row sum, and its CPU lanes;
+                                                  // on CPUs a Tuple {sum_d x^2, sum_d g * x}
+    Halide::Func sum_gx;                          // GPUs: (h, a, t) sum_d g * x, the same row sum
     Halide::Func inv_rms;                         // (h, a, t)
-    Halide::Func sum_gn, sum_gn_lanes;            // (h, a, t): sum_d g * n, the same row sum
-    Halide::Func mean_gn;                         // (h, a, t)
-    Halide::RDom sum_squares_blocks, sum_gn_blocks;  // the row sums' (lane, block) on GPUs
+    Halide::Func mean_gn;                         // (h, a, t): inv * sum_d g * x / D
+    Halide::RDom sum_squares_blocks, sum_gx_blocks;  // the row sums' (lane, block) on GPUs
 
     Halide::Expr block_tokens;      // tokens per partial block (the runtime's, thread-count free)
     Halide::Expr heads_per_dx_row;  // K: output rows per input row (singleton-head broadcasting)

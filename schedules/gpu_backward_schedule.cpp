@@ -21,16 +21,16 @@ void schedule_gpu_backward(BackwardStages &s, const Target &) {
     s.sum_squares.compute_at(s.inv_rms, s.t);
     schedule_gpu_row_sum(s.sum_squares, s.sum_squares_blocks, threads, 1, unroll, LoopLevel(s.inv_rms, s.t), s.t);
 
-    // dx: a block a dx row, its threads across the row; the row's mean of g * n (K rows of it
+    // dx: a block a dx row, its threads across the row; the row's mean of g * n, from its sum of g * x (K rows of it
     // under singleton-head broadcasting) reduced in the block first. The K rows' sum of each
     // element stays in a register.
     s.dx.split(s.d, d_out, d_thread, threads, TailStrategy::GuardWithIf)
         .reorder(d_thread, d_out, s.t, s.h, s.a)
         .gpu_blocks(s.t, s.h, s.a)
         .gpu_threads(d_thread);
-    s.sum_gn.compute_at(s.dx, s.t);
+    s.sum_gx.compute_at(s.dx, s.t);
     s.mean_gn.compute_at(s.dx, s.t);
-    schedule_gpu_row_sum(s.sum_gn, s.sum_gn_blocks, threads, 1, unroll, LoopLevel(s.dx, s.t), s.t);
+    schedule_gpu_row_sum(s.sum_gx, s.sum_gx_blocks, threads, 1, unroll, LoopLevel(s.dx, s.t), s.t);
     s.dx_summed.compute_at(s.dx, d_thread);
 
     // The partials: a thread a column d of a block of tokens, adding its rows in the CPU's order
