@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds the benchmark suite, runs it and writes its report.
-#   scripts/bench.sh [--with-torch] [--filter REGEX] [--min-time SECONDS] [-- BENCHMARK FLAGS...]
+#   scripts/bench.sh [--with-torch] [--tuning RECORD] [--filter REGEX] [--min-time SECONDS] [-- BENCHMARK FLAGS...]
 #     --with-torch  also install PyTorch into .venv (pip; the PyPI wheel is several GB with its
 #                   CUDA libraries) so that the PyTorch peers are built and run; or set
 #                   MAGI2NORM_TORCH_DIR to a torch package folder installed elsewhere
+#     --tuning      build the library from this tuning record (-DMAGI2NORM_TUNING; docs/tuning.md);
+#                   without it, the defaults (a build folder configured with a record before is
+#                   configured without it again)
 #     --filter      run only the benchmarks whose names match (Google Benchmark regex), e.g.
 #                   'pre_norm/.*/T4096/'
 #     --min-time    seconds per benchmark (default 0.2; a call that takes longer runs once)
@@ -16,16 +19,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_torch=0
+tuning=""
 filter=""
 min_time=0.2
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --with-torch) with_torch=1 ;;
+    --tuning) tuning=$(realpath "$2"); shift ;;
     --filter) filter=$2; shift ;;
     --min-time) min_time=$2; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -47,7 +52,7 @@ export BUILD_DIR=${BUILD_DIR:-build-bench}
 torch_dir=()
 if [ -n "${MAGI2NORM_TORCH_DIR:-}" ]; then torch_dir=(-DMAGI2NORM_TORCH_DIR="$MAGI2NORM_TORCH_DIR"); fi
 bash scripts/build.sh -DMAGI2NORM_BUILD_BENCHMARKS=ON -DMAGI2NORM_BUILD_TESTS=OFF \
-  -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_CUDA=OFF -DMAGI2NORM_ARM64=OFF "${torch_dir[@]}"
+  -DMAGI2NORM_OPENCL=OFF -DMAGI2NORM_CUDA=OFF -DMAGI2NORM_ARM64=OFF -DMAGI2NORM_TUNING="$tuning" "${torch_dir[@]}"
 
 out="$BUILD_DIR/results/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
