@@ -11,8 +11,8 @@ void schedule_cpu_backward(BackwardStages &s, const Target &target) {
     RVar head = s.partial_terms.x, middle = s.partial_terms.y, token = s.partial_terms.z;
 
     // A task is one block of tokens in three passes over its rows: both row sums, the partial
-    // sums (an in-place dx overwrites dy after them), then its dx rows, the block still in cache. The blocks
-    // are the runtime's (a fixed count of tokens), never the thread count's.
+    // sums (an in-place dx overwrites dy after them), then its dx rows, the block still in
+    // cache. The blocks are the runtime's (a fixed count of tokens), never the thread count's.
     s.dx.split(s.t, s.blk, ti, s.block_tokens, TailStrategy::GuardWithIf).reorder(s.d, s.h, s.a, ti, s.blk).parallel(s.blk);
     s.partials.update().reorder(s.d, head, s.h, middle, token, s.blk).parallel(s.blk);
     s.dx.compute_with(s.partials.update(), s.blk);
@@ -28,8 +28,9 @@ void schedule_cpu_backward(BackwardStages &s, const Target &target) {
 
     // Vectors over dense rows (the runtime sends only those). GuardWithIf, not ShiftInwards: an
     // in-place dx would recompute the shifted elements from dy it has already overwritten. The K
-
-    // (`backward/mhc_norm/bf16_f32_bf16/M1/T4096`: 1.2x a row staged).
+    // rows' sum of a vector (singleton-head broadcasting) stays in a register beside its dx
+    // vector, so K = 1 stages no FP32 row (`backward/mhc_norm/bf16_f32_bf16/M1/T4096`: 1.2x a
+    // row staged).
     Var dv("dv");
     s.dx.split(s.d, s.d, dv, vec, TailStrategy::GuardWithIf).vectorize(dv);
     s.dx_summed.compute_at(s.dx, s.d);
