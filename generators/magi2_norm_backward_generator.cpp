@@ -27,6 +27,10 @@ namespace magi2norm::algorithm {
 
 using namespace Halide;
 
+// Products in one FP32 partial of the weight gradient on CPUs: (64 - 1) 2^-24 = 3.8e-6 of the
+// magnitudes' sum at most, within B2's 1e-5 with the other errors (docs/backward.md).
+constexpr int kGroupTerms = 64;
+
 class Magi2NormBackward : public Generator<Magi2NormBackward> {
 public:
     GeneratorParam<Storage> in_type{"in_type", Storage::F32, kStorageNames};
@@ -118,27 +122,40 @@ public:
 
         // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
         // the Q/K norm; 1 with P rows): pattern p of block b adds, token by token, middle
-        // row by middle row, head by head, the FP64 widening of each FP32 product dy * n.
+        // row by middle row, head by head, the FP32 products dy * n, in FP64 (GPUs: each product
+        // widened; CPUs: the FP32 sums of groups of at most kGroupTerms products, each widened).
         Expr tokens = dy->dim(3).extent();
+        Expr middles = dy->dim(2).extent();
         s.block_tokens = *block_tokens;
-        s.partial_terms = RDom(0, *heads_per_pattern, 0, dy->dim(2).extent(), 0, s.block_tokens, "partial_terms");
-        // Block b's tokens: [b B, b B + B) of the call's (CPUs), or the tokens at positions
-        // [first(b), first(b + 1)) of the modality order (GPUs). Clamped too: bounds inference
-        // does not see the where clause.
-        Expr token;
-        if (gpu) {
-            Expr position = (*block_first)(s.blk) + s.partial_terms.z;
-            s.partial_terms.where(position < (*block_first)(s.blk + 1));
-            token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
-        } else {
-            s.partial_terms.where(s.blk * s.block_tokens + s.partial_terms.z < tokens);
-            token = min(s.blk * s.block_tokens + s.partial_terms.z, tokens - 1);
-        }
         Func product("product");
         product(d, h, a, t) = dyf(d, h, a, t) * n(d, h, a, t);
         s.partials = Func("partials");
         s.partials(d, h, s.blk) = cast<double>(0);
-        s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
+        if (gpu) {
+            // Block b's tokens: the tokens at positions [first(b), first(b + 1)) of the modality
+            // order. Clamped too: bounds inference does not see the where clause.
+            s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, s.block_tokens, "partial_terms");
+            Expr position = (*block_first)(s.blk) + s.partial_terms.z;
+            s.partial_terms.where(position < (*block_first)(s.blk + 1));
+            Expr token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
+            s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
+        } else {
+            // Group g of block b: its tokens [b B + g G, b B + g G + G), G = the tokens whose
+            // products number at most kGroupTerms (at least one token). An FP32 sum of n terms
+            // errs by at most (n - 1) 2^-24 of the sum of their magnitudes (docs/backward.md, B2).
+            Expr rows = *heads_per_pattern * middles;  // products a token adds to one partial
+            Expr group = max(1, kGroupTerms / rows);
+            s.partial_groups = RDom(0, (s.block_tokens + group - 1) / group, "partial_groups");
+            s.partial_groups.where(s.blk * s.block_tokens + s.partial_groups * group < tokens);
+            s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, group, "partial_terms");
+            Expr in_block = s.grp * group + s.partial_terms.z;
+            s.partial_terms.where(in_block < s.block_tokens && s.blk * s.block_tokens + in_block < tokens);
+            Expr token = min(s.blk * s.block_tokens + in_block, tokens - 1);  // bounds inference
+            s.group_sum = Func("group_sum");
+            s.group_sum(d, h, s.grp, s.blk) = 0.0f;
+            s.group_sum(d, h, s.grp, s.blk) += product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token);
+            s.partials(d, h, s.blk) += cast<double>(s.group_sum(d, h, s.partial_groups, s.blk));
+        }
         *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
 
         // Dense rows (the runtime copies other views): fused stages cannot be specialized on

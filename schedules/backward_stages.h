@@ -10,13 +10,16 @@ namespace magi2norm::schedules {
 
 struct BackwardStages {
     // The output axes, innermost first, as the forward's (norm_stages.h): d, h (pattern or head),
-    // a (other middle axis), t (token); `blk` is a block of `block_tokens` tokens.
-    Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"}, lane{"lane"}, blk{"blk"};
+    // a (other middle axis), t (token); `blk` is a block of `block_tokens` tokens, `grp` a group
+    // of a block's tokens (CPUs).
+    Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"}, lane{"lane"}, blk{"blk"}, grp{"grp"};
 
     Halide::Func dx;              // dx(d, h, a, t): the cast input gradient, an output
     Halide::Func dx_summed;       // (d, h, a, t) FP32: the K rows of one input row added (K > 1)
     Halide::Func partials;        // partials(d, p, blk), FP64: sum over the block's rows of dy * n, an output
-    Halide::RDom partial_terms;   // (head of the pattern, middle axis, token of the block)
+    Halide::RDom partial_terms;   // (head of the pattern, middle axis, token of the block or group)
+    Halide::Func group_sum;       // CPUs: group_sum(d, p, grp, blk), FP32: sum over the group's rows of dy * n
+    Halide::RDom partial_groups;  // CPUs: the block's groups, whose sums the partials add
     Halide::Func sum_squares, sum_squares_lanes;  // (h, a, t): the forward's row sum, and its CPU lanes;
                                                   // on CPUs a Tuple {sum_d x^2, sum_d g * x}
     Halide::Func sum_gx;                          // GPUs: (h, a, t) sum_d g * x, the same row sum
