@@ -1,5 +1,5 @@
-// The backward on the model's norms (SPEC.md's table, T = 4096, one and three modalities):
-// bytes moved (x and dy read once, dx written once, the partials written and read once), their
+// The backward on the model's norms (SPEC.md's table, T = 4096, one and three modalities; mHC
+// and the final norm also at T = 32768): bytes moved (x and dy read once, dx written once, the partials written and read once), their
 // rate, its fraction of the ordinary-store copy measured around the case, and the share of the
 // weight gradient's fixed-order sum (add_partials, the runtime's own loop, timed on the case's
 // partials) in the pass's time. The backward's peers (backward_peers.hpp: Halide's autodiff
@@ -79,6 +79,9 @@ std::vector<BackwardCase> cases() {
         c.push_back({"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 4096, m});
     }
     c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 4096, 1});
+    // Long sequences, where the partials outgrow what an allocator keeps (50 MB at D = 12288).
+    c.push_back({"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 32768, 1});
+    c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 32768, 1});
     return c;
 }
 

@@ -307,6 +307,40 @@ TEST(Determinism, ThreadsRunsAndGroupingForms) {
     EXPECT_TRUE(ref::identical(by_sizes.dweight.view(), first.dweight.view()));
 }
 
+// A host loop that first runs another backward call on the waiting thread (as pools that run
+// other work while they wait do), then its tasks, on that thread.
+struct NestingLoop {
+    const Inputs *inner;
+    Result inner_result;
+    bool nested = false;
+    static void run(void *context, int count, void (*task)(void *, int), void *task_context) {
+        auto *self = static_cast<NestingLoop *>(context);
+        if (!self->nested) {
+            self->nested = true;
+            self->inner_result = run_backward(*self->inner, DType::bf16, DType::f32);
+        }
+        for (int i = 0; i < count; ++i) task(task_context, i);
+    }
+};
+
+// Each call keeps its own partials: a call nested inside another's parallel loop, with more
+// partials than the outer call, leaves both results as they are alone.
+TEST(Determinism, ACallNestedInAHostLoop) {
+    const Inputs outer = make_inputs(DType::bf16, DType::f32, DType::bf16, {1000, 24, 128}, 3, 1, GroupingKind::ids, 21);
+    const Inputs inner = make_inputs(DType::bf16, DType::bf16, DType::bf16, {700, 3072}, 1, 1, GroupingKind::none, 22);
+    const Result outer_alone = run_backward(outer, DType::bf16, DType::f32);
+    const Result inner_alone = run_backward(inner, DType::bf16, DType::f32);
+    NestingLoop loop{&inner};
+    BackwardOptions host;
+    host.parallel_loop = magi2norm::ParallelLoop{&NestingLoop::run, &loop};
+    const Result nested = run_backward(outer, DType::bf16, DType::f32, host);
+    ASSERT_TRUE(loop.nested);
+    EXPECT_TRUE(ref::identical(nested.dx.view(), outer_alone.dx.view()));
+    EXPECT_TRUE(ref::identical(nested.dweight.view(), outer_alone.dweight.view()));
+    EXPECT_TRUE(ref::identical(loop.inner_result.dx.view(), inner_alone.dx.view()));
+    EXPECT_TRUE(ref::identical(loop.inner_result.dweight.view(), inner_alone.dweight.view()));
+}
+
 // r is the forward's bit for bit: one row with dy = 1 has dscale = n exactly (one FP32 product,
 // summed in FP64 and rounded back), which the forward with a zero weight (scale 1) writes as y.
 TEST(SharedRowSum, DscaleOfOneRowIsTheForwardsOutput) {
