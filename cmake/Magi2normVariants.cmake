@@ -344,22 +344,31 @@ function(_magi2norm_streaming_library name alignment)
 endfunction()
 
 # magi2norm_add_backward_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...>
-#                                 [COMPUTE_CAPABILITY <nn>] [PARAMS <generator params...>] [PTX])
+#                                 [COMPUTE_CAPABILITY <nn>] [PARAMS <generator params...>] [PTX]
+#                                 [SINGLE_ROWS])
 # The backward's variants of one backend (generators/magi2_norm_backward_generator.cpp), one per
 # (x, dy, dx) dtypes: dy in x's dtype or FP32 (the forward's output in the model: the input's
 # dtype or FP32, SPEC.md's table), dx in any dtype; 15 variants instead of 27, as other dy dtypes
 # have no forward that makes them. The family is named as magi2norm_add_variants names it (the
-# backend, "cuda<nn>" for CUDA). Appends to MAGI2NORM_VARIANT_OBJECTS, MAGI2NORM_VARIANT_TARGETS,
+# backend, "cuda<nn>" for CUDA), plus "_single" for SINGLE_ROWS: variants whose dx rows are one
+# dy row each (sums_rows=false), which the runtime picks for every call but singleton-head
+# broadcasting. Appends to MAGI2NORM_VARIANT_OBJECTS, MAGI2NORM_VARIANT_TARGETS,
 # MAGI2NORM_PTX_FILES (with PTX) and MAGI2NORM_BACKWARD_KERNEL_ENTRIES (one X-macro line per
 # variant) in the caller's scope.
 function(magi2norm_add_backward_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "BACKEND;COMPUTE_CAPABILITY" "TARGETS;PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX;SINGLE_ROWS" "BACKEND;COMPUTE_CAPABILITY" "TARGETS;PARAMS")
     if (NOT ARG_COMPUTE_CAPABILITY)
         set(ARG_COMPUTE_CAPABILITY 0)
     endif ()
     set(family ${ARG_BACKEND})
     if (ARG_BACKEND STREQUAL "cuda")
         set(family cuda${ARG_COMPUTE_CAPABILITY})
+    endif ()
+    set(sums_rows 1)
+    if (ARG_SINGLE_ROWS)
+        set(family ${family}_single)
+        set(sums_rows 0)
+        list(APPEND ARG_PARAMS sums_rows=false)
     endif ()
     set(device_code_args "")
     if (ARG_PTX)
@@ -389,7 +398,7 @@ function(magi2norm_add_backward_variants)
                 if (ARG_PTX)
                     list(APPEND ptx_files ${ptx_file})
                 endif ()
-                string(APPEND entries "MAGI2NORM_BACKWARD_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${in_type}, ${dy_type}, ${dx_type})\n")
+                string(APPEND entries "MAGI2NORM_BACKWARD_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${sums_rows}, ${in_type}, ${dy_type}, ${dx_type})\n")
             endforeach ()
         endforeach ()
     endforeach ()

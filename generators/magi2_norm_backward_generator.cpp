@@ -38,6 +38,10 @@ public:
     GeneratorParam<Storage> dx_type{"dx_type", Storage::F32, kStorageNames};
     // Terms per FP32 partial of the row sums: the forward's (0: 4 on CPUs, 1 on GPUs).
     GeneratorParam<int> sum_steps{"sum_steps", 0};
+    // Whether a dx row may add several dy rows (heads_per_dx_row > 1: singleton-head
+    // broadcasting). A variant without it takes heads_per_dx_row = 1 only (the runtime's choice)
+    // and leaves the sum's loop out of dx's vector loop.
+    GeneratorParam<bool> sums_rows{"sums_rows", true};
 
     void configure() {
         const bool gpu = get_target().has_gpu_feature();
@@ -113,7 +117,7 @@ public:
         RDom more(1, k - 1, "more_rows");
         s.dx_summed = Func("dx_summed");
         s.dx_summed(d, h, a, t) = row_dx(d, h * k, a, t);
-        s.dx_summed(d, h, a, t) += row_dx(d, h * k + more, a, t);
+        if (sums_rows) s.dx_summed(d, h, a, t) += row_dx(d, h * k + more, a, t);
         // NaNs of BF16 operands and of the x86 arithmetic have a clear low half (float_codecs.h).
         const NanBits nans = in_type == Storage::BF16 && dy_type == Storage::BF16 && !gpu ? NanBits::low_half_clear : NanBits::any;
         s.dx = Func("dx");

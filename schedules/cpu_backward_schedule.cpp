@@ -30,13 +30,15 @@ void schedule_cpu_backward(BackwardStages &s, const Target &target) {
     // Vectors over dense rows (the runtime sends only those). GuardWithIf, not ShiftInwards: an
     // in-place dx would recompute the shifted elements from dy it has already overwritten. The K
     // rows' sum of a vector (singleton-head broadcasting) stays in a register beside its dx
-    // vector, so K = 1 stages no FP32 row (`backward/mhc_norm/bf16_f32_bf16/M1/T4096`: 1.2x a
-    // row staged).
+    // vector (`backward/mhc_norm/bf16_f32_bf16/M1/T4096`: 1.2x a row staged); variants of one
+    // row (K = 1) have no sum, whose loop spilled dx's pointers (pre-norm 1.13x the time).
     Var dv("dv");
     s.dx.split(s.d, s.d, dv, vec, TailStrategy::GuardWithIf).vectorize(dv);
-    s.dx_summed.compute_at(s.dx, s.d);
-    s.dx_summed.vectorize(s.d, vec, TailStrategy::GuardWithIf);
-    s.dx_summed.update().vectorize(s.d, vec, TailStrategy::GuardWithIf);
+    if (s.dx_summed.has_update_definition()) {
+        s.dx_summed.compute_at(s.dx, s.d);
+        s.dx_summed.vectorize(s.d, vec, TailStrategy::GuardWithIf);
+        s.dx_summed.update().vectorize(s.d, vec, TailStrategy::GuardWithIf);
+    }
     // The group's FP32 row, P * D floats, then added once into the block's FP64 row (FP64 terms
     // added a product each: `backward/mhc_norm/bf16_f32_bf16/M1/T4096` 1.16x the time).
     s.group_sum.compute_at(s.partials, group).vectorize(s.d, vec, TailStrategy::GuardWithIf);

@@ -22,18 +22,20 @@ namespace magi2norm::detail {
 namespace {
 
 // The backward's variants: backend (CUDA: the lowest device capability x10 its PTX runs on),
-// (x, dy, dx) dtypes, its _argv entry point (user_context, x, dy, scale, heads_per_dx_row,
-// heads_per_pattern, block_tokens, eps, dx, partials) and its name.
+// whether a dx row may add several dy rows (else heads_per_dx_row must be 1), (x, dy, dx)
+// dtypes, its _argv entry point (user_context, x, dy, scale, heads_per_dx_row, heads_per_pattern,
+// block_tokens, eps, dx, partials) and its name.
 struct BackwardKernel {
     Backend backend;
     int compute_capability;
+    bool sums_rows;
     DType x, dy, dx;
     int (*fn)(void **args);
     const char *name;
 };
 
-#define MAGI2NORM_BACKWARD_KERNEL(family, backend, cc, in, dy, dx)                                                    \
-    {Backend::backend, cc, DType::in, DType::dy, DType::dx, magi2_norm_backward_##family##_##in##_##dy##_##dx##_argv, \
+#define MAGI2NORM_BACKWARD_KERNEL(family, backend, cc, sums, in, dy, dx)                                                  \
+    {Backend::backend, cc, sums != 0, DType::in, DType::dy, DType::dx, magi2_norm_backward_##family##_##in##_##dy##_##dx##_argv, \
      "magi2_norm_backward_" #family "_" #in "_" #dy "_" #dx},
 constexpr BackwardKernel kBackwardKernels[] = {
 #include "magi2norm_backward_kernel_list.inc"
@@ -41,23 +43,27 @@ constexpr BackwardKernel kBackwardKernels[] = {
 #undef MAGI2NORM_BACKWARD_KERNEL
 
 // The variant of `backend` for the dtypes; for CUDA the one for the highest capability the device
-// has, else the lowest built (the driver's failure then names the cause), as the forward's.
-const BackwardKernel &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx) {
-    const BackwardKernel *best = nullptr, *lowest = nullptr;
+// has, else the lowest built (the driver's failure then names the cause), as the forward's. A
+// variant of one dy row a dx row where the backend has one and the call allows it (every call
+// but singleton-head broadcasting, `several_rows`), else one that adds rows.
+const BackwardKernel &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx, bool several_rows) {
     bool dtypes = false;
-    for (const BackwardKernel &k : kBackwardKernels) {
-        if (k.x != x || k.dy != dy || k.dx != dx) continue;
-        dtypes = true;
-        if (k.backend != backend) continue;
-        if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
-        if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
+    for (const bool sums_rows : {several_rows, true}) {
+        const BackwardKernel *best = nullptr, *lowest = nullptr;
+        for (const BackwardKernel &k : kBackwardKernels) {
+            if (k.x != x || k.dy != dy || k.dx != dx) continue;
+            dtypes = true;
+            if (k.backend != backend || k.sums_rows != sums_rows) continue;
+            if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
+            if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
+        }
+        if (best) return *best;
+        if (lowest) return *lowest;
     }
     if (!dtypes) {
         throw Error(ErrorCode::dtype, std::string("dy dtype is ") + dtype_name(dy) + "; with a " + dtype_name(x) +
                                           " input it must be " + dtype_name(x) + " or f32 (the forward's output dtypes)");
     }
-    if (best) return *best;
-    if (lowest) return *lowest;
     throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " backward");
 }
 
@@ -126,7 +132,7 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
                                            " elements but num_modality * num_patterns * dim = " + std::to_string(weight_elements));
     }
     p.backend = options.stream.backend ? *options.stream.backend : default_backend();
-    find_backward(p.backend, 0, p.x.dtype, p.out.dtype, g.dx.dtype);
+    find_backward(p.backend, 0, p.x.dtype, p.out.dtype, g.dx.dtype, false);
     p.layout = plan_layout(config, p.x, p.out);
     const KernelLayout dx_layout = plan_layout(config, g.dx, p.out);
     check_no_self_overlap(g.dx, "dx");
@@ -487,7 +493,8 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
     check_pointers(g, x.data, dy.data, dx.data, dweight.data, grouping.token_ids());
     const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
-    const BackwardKernel &kernel = find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
+    const BackwardKernel &kernel =
+        find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype, g.heads_per_dx_row > 1);
     CallContext call{g.p.gpu_context, g.p.gpu_stream};
     const bool gpu = g.p.backend != Backend::cpu;
     if (!gpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
