@@ -64,7 +64,8 @@ endfunction()
 # (generators/, schedules/, cmake/streaming_stores.py and this file, whose target features and
 # families change the objects too), one line "<file's SHA-256>  <path from
 # the source root>" a file, in byte order of the paths, hidden files, __pycache__ and the
-# backward's own sources (names with "backward": no record tunes the backward) left out:
+# backward's own sources (names with "backward": no record tunes the backward; its CMake is
+# Magi2normBackwardVariants.cmake) left out:
 # sha256sum's format, so `sha256sum <those files> | sha256sum` gives it too. Any change to them
 # may change what a schedule parameter does, so a record made before it is refused
 # (check_tuning_record.cmake). In a configure (not a `cmake -P` script) the files become
@@ -343,67 +344,3 @@ function(_magi2norm_streaming_library name alignment)
     set(MAGI2NORM_STREAMING_OBJECTS ${objects} PARENT_SCOPE)
 endfunction()
 
-# magi2norm_add_backward_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...>
-#                                 [COMPUTE_CAPABILITY <nn>] [PARAMS <generator params...>] [PTX]
-#                                 [SINGLE_ROWS])
-# The backward's variants of one backend (generators/magi2_norm_backward_generator.cpp), one per
-# (x, dy, dx) dtypes: dy in x's dtype or FP32 (the forward's output in the model: the input's
-# dtype or FP32, SPEC.md's table), dx in any dtype; 15 variants instead of 27, as other dy dtypes
-# have no forward that makes them. The family is named as magi2norm_add_variants names it (the
-# backend, "cuda<nn>" for CUDA), plus "_single" for SINGLE_ROWS: variants whose dx rows are one
-# dy row each (sums_rows=false), which the runtime picks for every call but singleton-head
-# broadcasting. Appends to MAGI2NORM_VARIANT_OBJECTS, MAGI2NORM_VARIANT_TARGETS,
-# MAGI2NORM_PTX_FILES (with PTX) and MAGI2NORM_BACKWARD_KERNEL_ENTRIES (one X-macro line per
-# variant) in the caller's scope.
-function(magi2norm_add_backward_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX;SINGLE_ROWS" "BACKEND;COMPUTE_CAPABILITY" "TARGETS;PARAMS")
-    if (NOT ARG_COMPUTE_CAPABILITY)
-        set(ARG_COMPUTE_CAPABILITY 0)
-    endif ()
-    set(family ${ARG_BACKEND})
-    if (ARG_BACKEND STREQUAL "cuda")
-        set(family cuda${ARG_COMPUTE_CAPABILITY})
-    endif ()
-    set(sums_rows 1)
-    if (ARG_SINGLE_ROWS)
-        set(family ${family}_single)
-        set(sums_rows 0)
-        list(APPEND ARG_PARAMS sums_rows=false)
-    endif ()
-    set(device_code_args "")
-    if (ARG_PTX)
-        set(device_code_args DEVICE_CODE ptx_file)
-    endif ()
-    set(objects "")
-    set(targets "")
-    set(entries "")
-    set(ptx_files "")
-    foreach (in_type IN LISTS MAGI2NORM_DTYPES)
-        set(dy_types ${in_type})
-        if (NOT in_type STREQUAL "f32")
-            list(APPEND dy_types f32)
-        endif ()
-        foreach (dy_type IN LISTS dy_types)
-            foreach (dx_type IN LISTS MAGI2NORM_DTYPES)
-                set(name "magi2_norm_backward_${family}_${in_type}_${dy_type}_${dx_type}")
-                add_halide_library(${name} FROM magi2norm.generator
-                    ${device_code_args}
-                    GENERATOR magi2_norm_backward
-                    TARGETS ${ARG_TARGETS}
-                    FEATURES ${MAGI2NORM_FEATURES}
-                    USE_RUNTIME ${MAGI2NORM_RUNTIME}
-                    PARAMS in_type=${in_type} dy_type=${dy_type} dx_type=${dx_type} ${ARG_PARAMS})
-                _magi2norm_library_objects(${name} "${ARG_TARGETS}" objects)
-                list(APPEND targets ${name})
-                if (ARG_PTX)
-                    list(APPEND ptx_files ${ptx_file})
-                endif ()
-                string(APPEND entries "MAGI2NORM_BACKWARD_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${sums_rows}, ${in_type}, ${dy_type}, ${dx_type})\n")
-            endforeach ()
-        endforeach ()
-    endforeach ()
-    set(MAGI2NORM_PTX_FILES ${MAGI2NORM_PTX_FILES} ${ptx_files} PARENT_SCOPE)
-    set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
-    set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
-    set(MAGI2NORM_BACKWARD_KERNEL_ENTRIES "${MAGI2NORM_BACKWARD_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)
-endfunction()
