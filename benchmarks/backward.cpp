@@ -1,13 +1,13 @@
-// The backward on the model's norms (SPEC.md's table, T = 4096, one and three modalities; mHC
-// and the final norm also at T = 32768): bytes moved (x and dy read once, dx written once, the partials written and read once), their
-// rate, its fraction of the ordinary-store copy measured around the case, and the share of the
-// weight gradient's fixed-order sum (add_partials, the runtime's own loop, timed on the case's
-// partials) in the pass's time. The backward's peers (backward_peers.hpp: Halide's autodiff
-// under an autoscheduler, PyTorch autograd) run on the same buffers in the same benchmark, after
-// the library's timed calls, so each case's ratio comes from one run: counters <peer>_us,
-// <peer>_bytes_per_second and <peer>_frac_copy (the case's bytes, as the library's, over the
-// peer's time) and <peer>_over_ours (the peer's time over the library's: above 1, the library is
-// faster). Each peer is checked first, once per case, against the library on random data
+// The backward on the model's norms (SPEC.md's table, T = 4096, one and three modalities; mHC and
+// the final norm also at T = 32768): bytes moved (x and dy read once, dx written once, the partials
+// written and read once), their rate, its fraction of the ordinary-store copy measured around the
+// case, and the share of the weight gradient's fixed-order sum (add_partials, the runtime's own
+// loop, timed on the case's partials) in the pass's time. The backward's peers (backward_peers.hpp:
+// Halide's autodiff under an autoscheduler, PyTorch autograd) run on the same buffers in the same
+// benchmark, after the library's timed calls, so each case's ratio comes from one run: counters
+// <peer>_us, <peer>_bytes_per_second and <peer>_frac_copy (the case's bytes, as the library's, over
+// the peer's time) and <peer>_over_ours (the peer's time over the library's: above 1, the library
+// is faster). Each peer is checked first, once per case, against the library on random data
 // (check_peer); a peer that fails its check is not timed: <peer>_mismatch = 1 and a note on stderr.
 #include "backward.hpp"
 

@@ -48,7 +48,8 @@ constexpr BackwardKernel kBackwardKernels[] = {
 // but singleton-head broadcasting, `several_rows`), else one that adds rows.
 const BackwardKernel &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx, bool several_rows) {
     bool dtypes = false;
-    for (const bool sums_rows : {several_rows, true}) {
+    for (const bool sums_rows : {false, true}) {
+        if (several_rows && !sums_rows) continue;
         const BackwardKernel *best = nullptr, *lowest = nullptr;
         for (const BackwardKernel &k : kBackwardKernels) {
             if (k.x != x || k.dy != dy || k.dx != dx) continue;
