@@ -30,6 +30,9 @@ using namespace Halide;
 // Products in one FP32 partial of the weight gradient on CPUs: (64 - 1) 2^-24 = 3.8e-6 of the
 // magnitudes' sum at most, within B2's 1e-5 with the other errors (docs/backward.md).
 constexpr int kGroupTerms = 64;
+// Elements of dy in one tile of tokens on CPUs (and at most in one group): a tile's x, dy and dx
+// rows stay in a core's L2 cache from its row sums to its dx (docs/backward.md, Schedule).
+constexpr int kTileElements = 1 << 16;
 
 class Magi2NormBackward : public Generator<Magi2NormBackward> {
 public:
@@ -121,13 +124,11 @@ public:
         // NaNs of BF16 operands and of the x86 arithmetic have a clear low half (float_codecs.h).
         const NanBits nans = in_type == Storage::BF16 && dy_type == Storage::BF16 && !gpu ? NanBits::low_half_clear : NanBits::any;
         s.dx = Func("dx");
-        s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, target);
-        *dx = s.dx;  // NOLINT: Output<Buffer> assignment from a Func
 
         // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
         // the Q/K norm; 1 with P rows): pattern p of block b adds, token by token, middle
         // row by middle row, head by head, the FP32 products dy * n, in FP64 (GPUs: each product
-        // widened; CPUs: the FP32 sums of groups of at most kGroupTerms products, each widened).
+        // widened; CPUs: the FP32 sums of groups of tokens, each widened).
         Expr tokens = dy->dim(3).extent();
         Expr middles = dy->dim(2).extent();
         s.block_tokens = *block_tokens;
@@ -136,6 +137,7 @@ public:
         s.partials = Func("partials");
         s.partials(d, h, s.blk) = cast<double>(0);
         if (gpu) {
+            s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, target);
             // Block b's tokens: the tokens at positions [first(b), first(b + 1)) of the modality
             // order. Clamped too: bounds inference does not see the where clause.
             s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, s.block_tokens, "partial_terms");
@@ -144,22 +146,51 @@ public:
             Expr token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
             s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
         } else {
-            // Group g of block b: its tokens [b B + g G, b B + g G + G), G = the tokens whose
-            // products number at most kGroupTerms (at least one token). An FP32 sum of n terms
-            // errs by at most (n - 1) 2^-24 of the sum of their magnitudes (docs/backward.md, B2).
+            // A block's tokens run in tiles of F tokens, a tile in groups of G: G the tokens whose
+            // products number at most kGroupTerms and whose dy rows hold at most kTileElements
+            // (at least one token), F the most groups within kTileElements (at least one). An
+            // FP32 sum of n terms errs by at most (n - 1) 2^-24 of the sum of their magnitudes
+            // (docs/backward.md, B2).
             Expr rows = *heads_per_pattern * middles;  // products a token adds to one partial
-            Expr group = max(1, kGroupTerms / rows);
-            s.partial_groups = RDom(0, (s.block_tokens + group - 1) / group, "partial_groups");
-            s.partial_groups.where(s.blk * s.block_tokens + s.partial_groups * group < tokens);
+            Expr token_elements = dim * dy->dim(1).extent() * middles;
+            Expr group = max(1, min(kGroupTerms / rows, kTileElements / token_elements));
+            Expr tile_groups = max(1, kTileElements / (token_elements * group));
+            Expr tile = group * tile_groups;
+            Expr tiles = (s.block_tokens + tile - 1) / tile;
+            Expr blocks = (tokens + s.block_tokens - 1) / s.block_tokens;
+            // Token `in_tile` of tile `tl` of block `blk`, clamped into the block and the call
+            // (bounds inference does not see the where clauses that skip the clamped ones).
+            auto token_at = [&](Expr in_tile, Expr tl, Expr blk) {
+                return min(blk * s.block_tokens + min(tl * tile + in_tile, s.block_tokens - 1), tokens - 1);
+            };
+            auto in_call = [&](Expr in_tile, Expr tl, Expr blk) {
+                Expr in_block = tl * tile + in_tile;
+                return in_block < s.block_tokens && blk * s.block_tokens + in_block < tokens;
+            };
             s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, group, "partial_terms");
-            Expr in_block = s.grp * group + s.partial_terms.z;
-            s.partial_terms.where(in_block < s.block_tokens && s.blk * s.block_tokens + in_block < tokens);
-            Expr token = min(s.blk * s.block_tokens + in_block, tokens - 1);  // bounds inference
+            Expr in_tile = s.grp * group + s.partial_terms.z;
+            s.partial_terms.where(in_call(in_tile, s.tile, s.blk));
             s.group_sum = Func("group_sum");
-            s.group_sum(d, h, s.grp, s.blk) = 0.0f;
-            s.group_sum(d, h, s.grp, s.blk) += product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token);
-            s.partials(d, h, s.blk) += cast<double>(s.group_sum(d, h, s.partial_groups, s.blk));
+            s.group_sum(d, h, s.grp, s.tile, s.blk) = 0.0f;
+            s.group_sum(d, h, s.grp, s.tile, s.blk) +=
+                product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token_at(in_tile, s.tile, s.blk));
+            // A task is a block, its tiles one after another, each tile's partials then its dx
+            // rows (the schedule fuses them). Halide fuses loops of matching names and kinds, so
+            // both stages are updates over domains named alike, (group or token of the tile,
+            // tile, block), and both index their block through an expression, not the bare
+            // variable (b b / max(b, 1) is b).
+            s.partial_groups = RDom(0, tile_groups, 0, tiles, 0, blocks, "tiles");
+            s.partial_groups.where(in_call(s.partial_groups.x * group, s.partial_groups.y, s.partial_groups.z));
+            Expr b = s.partial_groups.z;
+            s.partials(d, h, min(b * b / max(b, 1), blocks - 1)) +=
+                cast<double>(s.group_sum(d, h, s.partial_groups.x, s.partial_groups.y, b));
+            s.dx_tokens = RDom(0, tile, 0, tiles, 0, blocks, "tiles");
+            s.dx_tokens.where(in_call(s.dx_tokens.x, s.dx_tokens.y, s.dx_tokens.z));
+            Expr token = token_at(s.dx_tokens.x, s.dx_tokens.y, s.dx_tokens.z);
+            s.dx(d, h, a, t) = undef(element_type(dx_type));
+            s.dx(d, h, a, token) = encode(dx_type, s.dx_summed(d, h, a, token), nans, target);
         }
+        *dx = s.dx;  // NOLINT: Output<Buffer> assignment from a Func
         *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
 
         // Dense rows (the runtime copies other views): fused stages cannot be specialized on

@@ -10,16 +10,18 @@ namespace magi2norm::schedules {
 
 struct BackwardStages {
     // The output axes, innermost first, as the forward's (norm_stages.h): d, h (pattern or head),
-    // a (other middle axis), t (token); `blk` is a block of `block_tokens` tokens, `grp` a group
-    // of a block's tokens (CPUs).
-    Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"}, lane{"lane"}, blk{"blk"}, grp{"grp"};
+    // a (other middle axis), t (token); `blk` is a block of `block_tokens` tokens, on CPUs in
+    // tiles (`tile`) of groups (`grp`) of tokens.
+    Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"}, lane{"lane"}, blk{"blk"}, tile{"tile"}, grp{"grp"};
 
-    Halide::Func dx;              // dx(d, h, a, t): the cast input gradient, an output
+    Halide::Func dx;              // dx(d, h, a, t): the cast input gradient, an output (CPUs: an
+                                  // update over dx_tokens, fused with the partials at the tile)
     Halide::Func dx_summed;       // (d, h, a, t) FP32: the K rows of one input row added (K > 1)
     Halide::Func partials;        // partials(d, p, blk), FP64: sum over the block's rows of dy * n, an output
     Halide::RDom partial_terms;   // (head of the pattern, middle axis, token of the block or group)
-    Halide::Func group_sum;       // CPUs: group_sum(d, p, grp, blk), FP32: sum over the group's rows of dy * n
-    Halide::RDom partial_groups;  // CPUs: the block's groups, whose sums the partials add
+    Halide::Func group_sum;       // CPUs: group_sum(d, p, grp, tile, blk), FP32: sum over the group's rows of dy * n
+    Halide::RDom partial_groups;  // CPUs: (group of the tile, tile, block): the groups the partials add
+    Halide::RDom dx_tokens;       // CPUs: (token of the tile, tile, block): the tokens dx writes
     Halide::Func sum_squares, sum_squares_lanes;  // (h, a, t): the forward's row sum, and its CPU lanes;
                                                   // on CPUs a Tuple {sum_d x^2, sum_d g * x}
     Halide::Func sum_gx;                          // GPUs: (h, a, t) sum_d g * x, the same row sum
