@@ -131,9 +131,11 @@ void Search::run() {
     const bool runtime = options_.strategy != "adams2019-sampling" && options_.backend == Backend::cpu;
     const double class_end = runtime ? end - options_.budget_seconds / 20 : end;
     for (std::size_t i = 0; i < classes.size(); ++i) {
-        // An even share of what is left.
+        // An even share of what is left, counted from the end of the class's setup: the buffers
+        // of a from-memory class (GBs, filled and run through the library once) take most of a
+        // share, which left such classes without a measured candidate.
         const double share = (class_end - now()) / static_cast<double>(classes.size() - i);
-        tune_class(classes[i], members[classes[i].name], now() + share);
+        tune_class(classes[i], members[classes[i].name], share);
         if (!options_.record_path.empty()) save(record_, options_.record_path);
         std::printf("[%s] %zu of %zu classes done\n", clock_text(now() - start, options_.budget_seconds).c_str(), i + 1, classes.size());
         std::fflush(stdout);
@@ -199,14 +201,14 @@ void Search::tune_runtime(double deadline) {
     }
 }
 
-void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double deadline) {
+void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds) {
     ClassRun run{klass, cases};
-    run.deadline = deadline;
     for (const TuneCase *c : cases) {
         run.benches.push_back(std::make_unique<CaseBench>(*c, klass, record_.machine, options_.backend));
         run.library.push_back(&run.benches.back()->library_kernel());
         run.expected.push_back(run.benches.back()->output(nullptr));
     }
+    run.deadline = now() + seconds;
     const std::string target = target_for(options_.backend, record_.machine);
     const TuneCase &shape = *cases.front();
 
@@ -381,7 +383,7 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
     const Config defaults = default_config(scope_of(options_.backend));
 
     if (options_.strategy == "adams2019-sampling") {
-        for (int seed = 0; now() < run.deadline; ++seed) {
+        for (int seed = 0; seed == 0 || now() < run.deadline; ++seed) {  // Adams2019 itself at least
             Schedule s;
             s.kind = "adams2019";
             s.estimate_tokens = shape.tokens();

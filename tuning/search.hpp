@@ -45,7 +45,8 @@ public:
 
 private:
     struct ClassRun;
-    void tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double deadline);
+    // `seconds`: the class's share of the budget, from the end of its setup.
+    void tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds);
     // The runtime knobs: streaming_min_output_bytes from the calls whose output sizes it can
     // split (each call timed with ordinary and with streaming stores, followed by a read of its
     // output); the row-regrouping limits only where a case is regrouped.
