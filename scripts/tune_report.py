@@ -61,9 +61,10 @@ def main():
                 if anchor else ""),
              f"- Runtime knobs: " + ", ".join(f"{k} = {v}" for k, v in sorted(record["runtime"].items())),
              ] + [f"- {n}" for n in record.get("notes", [])] + ["",
-             "GB/s: input and output bytes over the time of a call; `x`: over the defaults. A win is named "
-             "where the tuned schedule beats the defaults by more than the case's noise (the difference "
-             "between two runs of the defaults in the same rounds).", "",
+             "GB/s: input and output bytes over the time of a call; `x`: over the defaults. The tuned schedule "
+             "is its class's (the defaults where none beat them); **bold** where it beats the defaults on "
+             "the case by more than the case's noise (the difference between two runs of the defaults in "
+             "the same rounds).", "",
              "| case | copy GB/s | defaults GB/s | tuned GB/s | best autoscheduler GB/s | "
              + ("anchor GB/s | " if anchor else "") + "noise | tuned schedule |",
              "|---|---:|---:|---:|---:|" + ("---:|" if anchor else "") + "---:|---|"]
@@ -88,7 +89,8 @@ def main():
                  f"{gbps(auto[0]):.2f} ({auto[1]['schedule']['kind']})" if auto else "-"]
         if anchor:
             cells.append(f"{gbps(anc[0]):.2f}" if anc else "-")
-        cells += [f"{noise:.3f}", (describe(tuned) if win else "defaults")]
+        schedule = describe(tuned) if tuned and klass["significant"] else "defaults"
+        cells += [f"{noise:.3f}", f"**{schedule}**" if win else schedule]
         lines.append("| " + " | ".join(cells) + " |")
         rows.append((cid, reference["copy_gbps"], gbps(1.0), gbps(tuned_ratio), gbps(auto[0]) if auto else math.nan,
                      gbps(anc[0]) if anc else math.nan))

@@ -120,8 +120,8 @@ void measure_pending(Record &record, const Compiler &compiler, Backend backend, 
                     m.status = "rejected: its output on " + c.id + " differs from the library's";
                     break;
                 }
-                const CaseBench::Times t = bench.measure({nullptr, nullptr, &v.entry}, rounds, true);
-                m.cases[c.id] = case_times(t, rounds);
+                const CaseBench::Times t = bench.measure({nullptr, nullptr, &v.entry}, rounds, true, true);
+                m.cases[c.id] = case_times(t);
             } catch (const std::exception &e) {
                 m.status = std::string("rejected: ") + e.what();
             }

@@ -176,7 +176,8 @@ double CaseBench::sample(const detail::KernelEntry *kernel) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls_per_sample_;
 }
 
-CaseBench::Times CaseBench::measure(const std::vector<const detail::KernelEntry *> &kernels, int rounds, bool with_copy) {
+CaseBench::Times CaseBench::measure(const std::vector<const detail::KernelEntry *> &kernels, int rounds, bool with_copy,
+                                    bool cut_hopeless) {
     Times times;
     times.kernels.resize(kernels.size());
     for (const detail::KernelEntry *k : kernels) sample(k);  // untimed: code and pages warm
@@ -186,6 +187,7 @@ CaseBench::Times CaseBench::measure(const std::vector<const detail::KernelEntry 
             times.kernels[k].push_back(sample(kernels[k]));
         }
         if (with_copy) times.copy.push_back(copy_gbps());
+        if (cut_hopeless && hopeless(times)) break;
     }
     return times;
 }
@@ -234,14 +236,21 @@ double median(std::vector<double> v) {
     return v.empty() ? 0 : v[v.size() / 2];
 }
 
-CaseTimes case_times(const CaseBench::Times &t, int rounds) {
+bool hopeless(const CaseBench::Times &t) {
+    if (t.kernels.size() < 3 || t.kernels[2].empty()) return false;
+    double library_slowest = 0;
+    for (int k = 0; k < 2; ++k) library_slowest = std::max(library_slowest, *std::max_element(t.kernels[k].begin(), t.kernels[k].end()));
+    return *std::min_element(t.kernels[2].begin(), t.kernels[2].end()) > 2 * library_slowest;
+}
+
+CaseTimes case_times(const CaseBench::Times &t) {
     CaseTimes c;
     const double a = median(t.kernels[0]), b = median(t.kernels[1]);
     c.library_s = std::min(a, b);
     c.noise = std::max(a, b) / std::min(a, b) - 1;
     c.schedule_s = median(t.kernels[2]);
     c.copy_gbps = median(t.copy);
-    c.rounds = rounds;
+    c.rounds = static_cast<int>(t.kernels[2].size());
     return c;
 }
 

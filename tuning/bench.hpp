@@ -33,8 +33,10 @@ public:
     };
     // `rounds` rounds after one untimed; each round times every kernel once, in an order that
     // turns from round to round, and then, with `with_copy`, an ordinary-store copy of as many
-    // bytes as the call moves. A null kernel is the library's own.
-    Times measure(const std::vector<const detail::KernelEntry *> &kernels, int rounds, bool with_copy);
+    // bytes as the call moves. A null kernel is the library's own. With `cut_hopeless`, the
+    // rounds end early once kernels[2] is plainly slower than kernels[0] and [1] (hopeless()).
+    Times measure(const std::vector<const detail::KernelEntry *> &kernels, int rounds, bool with_copy,
+                  bool cut_hopeless = false);
 
     // Whether each timed call is followed by a read of its output (the streaming-store threshold
     // is a trade between the norm's writes and its consumer's reads).
@@ -78,8 +80,15 @@ private:
 
 double median(std::vector<double> v);
 
+// Whether the times so far show kernels[2] so much slower than kernels[0] and [1] that more
+// rounds cannot make it a winner: its fastest sample over twice their slowest. An
+// autoscheduler's schedule can run 37x the library's time on a GB call, where 7 more rounds
+// would take minutes of a class's share.
+bool hopeless(const CaseBench::Times &t);
+
 // A schedule's times on a case from measure({nullptr, nullptr, schedule, ...}): the library's
-// variant timed twice (the faster its time, their spread the noise), the schedule third.
-CaseTimes case_times(const CaseBench::Times &t, int rounds);
+// variant timed twice (the faster its time, their spread the noise), the schedule third; its
+// rounds those measured (fewer than asked when cut).
+CaseTimes case_times(const CaseBench::Times &t);
 
 }  // namespace magi2norm::tuning

@@ -357,8 +357,8 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
                 for (std::size_t i = 0; i < cases.size(); ++i) {
                     std::vector<const detail::KernelEntry *> ks = {nullptr, nullptr, &run.kernels.at(key)[i]};
                     if (has_incumbent) ks.push_back(&run.kernels.at(schedule_key(*incumbent))[i]);
-                    const CaseBench::Times t = run.benches[i]->measure(ks, options_.rounds, true);
-                    const CaseTimes c = case_times(t, options_.rounds);
+                    const CaseBench::Times t = run.benches[i]->measure(ks, options_.rounds, true, true);
+                    const CaseTimes c = case_times(t);
                     const double inc_s = has_incumbent ? median(t.kernels[3]) : c.library_s;
                     log_sum += std::log(c.schedule_s / inc_s);
                     worse = worse || c.ratio() > 1 + std::max(c.noise, 0.01);

@@ -43,7 +43,10 @@ def main():
         assert c["status"] == "ok" or c["status"].startswith("rejected: "), c["status"]
         if c["status"] == "ok":
             for case, t in c["cases"].items():
-                assert t["library_s"] > 0 and t["schedule_s"] > 0 and t["rounds"] == 3, (case, t)
+                assert t["library_s"] > 0 and t["schedule_s"] > 0, (case, t)
+                # Fewer rounds than asked only for a candidate cut as hopeless: over twice the
+                # library's time (its slowest sample, so the median's ratio is above 1).
+                assert t["rounds"] == 3 or (1 <= t["rounds"] < 3 and t["ratio"] > 1), (case, t)
     assert record["classes"] and all(k["name"] for k in record["classes"])
     if backend == "cpu":
         kinds = {c["schedule"]["kind"] for c in candidates}

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "bench.hpp"
 #include "cases.hpp"
 #include "knob_space.hpp"
 #include "knobs.h"
@@ -218,6 +219,21 @@ TEST(Record, ComesBackAsItWentIn) {
     EXPECT_EQ(back->classes[0].params, c.params);
     EXPECT_EQ(back->classes[0].klass.bytes_max, c.klass.bytes_max);
     std::remove(path.c_str());
+}
+
+TEST(Measure, CutsOnlyACandidateThatCannotWin) {
+    CaseBench::Times t;
+    t.kernels = {{1.0, 1.1}, {1.05, 0.95}, {2.3, 2.25}};
+    EXPECT_TRUE(hopeless(t));  // its fastest over twice the library's slowest
+    t.kernels[2] = {2.3, 2.15};
+    EXPECT_FALSE(hopeless(t));  // one sample within reach: more rounds may tell
+    t.kernels[2] = {};
+    EXPECT_FALSE(hopeless(t));
+    t.kernels[2] = {5.0};
+    const CaseTimes c = case_times(t);
+    EXPECT_EQ(c.rounds, 1);
+    EXPECT_DOUBLE_EQ(c.schedule_s, 5.0);
+    EXPECT_DOUBLE_EQ(c.library_s, 1.05);  // the faster median of the library's two runs
 }
 
 }  // namespace
