@@ -70,7 +70,9 @@ TEST(CliGradFlags, DxDtype) {
 // A file without dy is refused (exit 1) naming the missing tensor, and OUT is not written.
 TEST(CliGradErrors, MissingDy) {
     cli_test::TempDir dir;
-    const std::string in = cli_test::golden_path(cli_test::golden_names().front());
+    const std::vector<std::string> names = cli_test::golden_names();
+    ASSERT_FALSE(names.empty()) << "no golden files in " << MAGI2NORM_GOLDEN_DIR;
+    const std::string in = cli_test::golden_path(names.front());
     const std::string out = dir.file("out.safetensors");
     const cli_test::ProcessResult run = cli_test::run_cli({"grad", in, out}, dir);
     EXPECT_TRUE(run.exited && run.status == 1) << cli_test::describe(run);
