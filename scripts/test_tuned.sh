@@ -15,6 +15,7 @@ halide_dir=$(.venv/bin/python -c 'import halide, os; print(os.path.join(os.path.
 
 tuned_build() {  # folder, records, GPU backends ON|OFF, test labels
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHalide_DIR="$halide_dir" -DMAGI2NORM_TUNING="$2" \
+    -DMAGI2NORM_GENERATOR_CACHE="$PWD/.cache/generated" \
     -DMAGI2NORM_BUILD_TESTS=ON -DMAGI2NORM_OPENCL="$3" -DMAGI2NORM_CUDA="$3" -DMAGI2NORM_ARM64=OFF -DMAGI2NORM_BUILD_TUNER=OFF
   cmake --build "$1" --target magi2norm magi2norm_class_selection_tests
   ctest --test-dir "$1" -L "$4" --output-on-failure --no-tests=error -j 2
