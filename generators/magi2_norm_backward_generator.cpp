@@ -6,7 +6,8 @@
 //   dx32     = inv * (g - n * mean_d(g * n))      (the row sum of g * n as the forward's sum)
 //   dx       = cast(dx32, dx_type), or the sum of the K output rows of one input row first
 //              (singleton-head broadcasting: x [T, 1, D] under a [P, D] scale)
-//   partials(d, p, b) = sum over the rows of pattern p in block b of float64(float32(dy) * n)
+//   partials(d, p, b) = sum over the rows of pattern p in block b of float32(dy) * n (GPUs: in
+//              FP64; CPUs: in FP32, at most abi::kPartialTerms products a block)
 //
 // On CPUs one modality per call: the runtime calls it per modality's tokens with that
 // modality's [P, D] scale (a call by ids runs on tokens permuted into modality order). On GPUs
@@ -18,6 +19,7 @@
 // gradient does not depend on the grouping form or the thread count.
 #include "Halide.h"
 
+#include "backward_abi.h"
 #include "backward_stages.h"
 #include "cpu_backward_schedule.h"
 #include "gpu_backward_schedule.h"
@@ -27,12 +29,12 @@ namespace magi2norm::algorithm {
 
 using namespace Halide;
 
-// Products in one FP32 partial of the weight gradient on CPUs: (64 - 1) 2^-24 = 3.8e-6 of the
-// magnitudes' sum at most, within B2's 1e-5 with the other errors (docs/backward.md).
-constexpr int kGroupTerms = 64;
-// Elements of dy in one tile of tokens on CPUs (and at most in one group): a tile's x, dy and dx
-// rows stay in a core's L2 cache from its row sums to its dx (docs/backward.md, Schedule).
+// Elements of dy in one tile of tokens on CPUs: a tile's x and dy rows stay in a core's L2 cache
+// from its row sums to its partials and dx (docs/backward.md, Schedule).
 constexpr int kTileElements = 1 << 16;
+// A CPU task's least tokens and elements of dy, so that tasks outweigh their dispatch.
+constexpr int kTaskTokens = 64;
+constexpr int kTaskElements = 1 << 17;
 
 class Magi2NormBackward : public Generator<Magi2NormBackward> {
 public:
@@ -45,6 +47,9 @@ public:
     // broadcasting). A variant without it takes heads_per_dx_row = 1 only (the runtime's choice)
     // and leaves the sum's loop out of dx's vector loop.
     GeneratorParam<bool> sums_rows{"sums_rows", true};
+    // > 0 (CPUs, one dy row a dx row): the variant for calls from memory, whose dx is written with
+    // streaming stores (cmake/streaming_stores.py), for dx aligned to this many bytes.
+    GeneratorParam<int> cpu_streaming_alignment{"cpu_streaming_alignment", 0};
 
     void configure() {
         const bool gpu = get_target().has_gpu_feature();
@@ -62,9 +67,10 @@ public:
         eps = add_input<float>("eps");
         // On GPUs the partials first: Halide launches the outputs' kernels in this order, so an
         // in-place dx over dy overwrites dy after the partials have read it.
-        if (gpu) partials = add_output<Buffer<double>>("partials", 3);
+        // The partials: FP64 on GPUs, FP32 on CPUs (the runtime widens them).
+        if (gpu) partials = add_output<Buffer<>>("partials", Float(64), 3);
         dx = add_output<Buffer<>>("dx", element_type(dx_type), 4);
-        if (!gpu) partials = add_output<Buffer<double>>("partials", 3);
+        if (!gpu) partials = add_output<Buffer<>>("partials", Float(32), 3);
     }
 
     void generate() {
@@ -127,16 +133,16 @@ public:
 
         // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
         // the Q/K norm; 1 with P rows): pattern p of block b adds, token by token, middle
-        // row by middle row, head by head, the FP32 products dy * n, in FP64 (GPUs: each product
-        // widened; CPUs: the FP32 sums of groups of tokens, each widened).
+        // row by middle row, head by head, the FP32 products dy * n (GPUs: each widened to FP64;
+        // CPUs: in FP32 over a block of at most abi::kPartialTerms products).
         Expr tokens = dy->dim(3).extent();
         Expr middles = dy->dim(2).extent();
         s.block_tokens = *block_tokens;
         Func product("product");
         product(d, h, a, t) = dyf(d, h, a, t) * n(d, h, a, t);
         s.partials = Func("partials");
-        s.partials(d, h, s.blk) = cast<double>(0);
         if (gpu) {
+            s.partials(d, h, s.blk) = cast<double>(0);
             s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, target);
             // Block b's tokens: the tokens at positions [first(b), first(b + 1)) of the modality
             // order. Clamped too: bounds inference does not see the where clause.
@@ -146,49 +152,43 @@ public:
             Expr token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
             s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
         } else {
-            // A block's tokens run in tiles of F tokens, a tile in groups of G: G the tokens whose
-            // products number at most kGroupTerms and whose dy rows hold at most kTileElements
-            // (at least one token), F the most groups within kTileElements (at least one). An
-            // FP32 sum of n terms errs by at most (n - 1) 2^-24 of the sum of their magnitudes
-            // (docs/backward.md, B2).
-            Expr rows = *heads_per_pattern * middles;  // products a token adds to one partial
-            Expr token_elements = dim * dy->dim(1).extent() * middles;
-            Expr group = max(1, min(kGroupTerms / rows, kTileElements / token_elements));
-            Expr tile_groups = max(1, kTileElements / (token_elements * group));
-            Expr tile = group * tile_groups;
-            Expr tiles = (s.block_tokens + tile - 1) / tile;
+            // A block is block_tokens tokens (the runtime's: at most abi::kPartialTerms products
+            // a partial, backward_abi.h), its FP32 partial the products added token by token,
+            // middle row by middle row, head by head. A task is whole blocks, at least
+            // kTaskTokens tokens and kTaskElements elements of dy; its tokens run in tiles of as
+            // many as fit in kTileElements (at least one).
+            Expr heads = dy->dim(1).extent();
+            Expr token_elements = dim * heads * middles;
+            Expr task_tokens = max(kTaskTokens, (kTaskElements + token_elements - 1) / token_elements);
+            Expr task = (task_tokens + s.block_tokens - 1) / s.block_tokens * s.block_tokens;
+            Expr tile = clamp(kTileElements / token_elements, 1, task);
+            Expr tiles = (task + tile - 1) / tile;
+            Expr tasks = (tokens + task - 1) / task;
             Expr blocks = (tokens + s.block_tokens - 1) / s.block_tokens;
-            // Token `in_tile` of tile `tl` of block `blk`, clamped into the block and the call
-            // (bounds inference does not see the where clauses that skip the clamped ones).
-            auto token_at = [&](Expr in_tile, Expr tl, Expr blk) {
-                return min(blk * s.block_tokens + min(tl * tile + in_tile, s.block_tokens - 1), tokens - 1);
+            // Both the partials and dx are updates over (head or dx row, middle row, token of the
+            // tile, tile, task): Halide fuses loops of matching names and kinds, so the schedule
+            // can run both in one pass over a tile's rows. The token is clamped into its task and
+            // the call (bounds inference does not see the where clauses that skip the clamped ones).
+            auto terms = [&](Expr rows, const char *name) {
+                RDom r(0, rows, 0, middles, 0, tile, 0, tiles, 0, tasks, name);
+                Expr in_task = r.w * tile + r.z;
+                r.where(in_task < task && r[4] * task + in_task < tokens);
+                return r;
             };
-            auto in_call = [&](Expr in_tile, Expr tl, Expr blk) {
-                Expr in_block = tl * tile + in_tile;
-                return in_block < s.block_tokens && blk * s.block_tokens + in_block < tokens;
-            };
-            s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, group, "partial_terms");
-            Expr in_tile = s.grp * group + s.partial_terms.z;
-            s.partial_terms.where(in_call(in_tile, s.tile, s.blk));
-            s.group_sum = Func("group_sum");
-            s.group_sum(d, h, s.grp, s.tile, s.blk) = 0.0f;
-            s.group_sum(d, h, s.grp, s.tile, s.blk) +=
-                product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token_at(in_tile, s.tile, s.blk));
-            // A task is a block, its tiles one after another, each tile's partials then its dx
-            // rows (the schedule fuses them). Halide fuses loops of matching names and kinds, so
-            // both stages are updates over domains named alike, (group or token of the tile,
-            // tile, block), and both index their block through an expression, not the bare
-            // variable (b b / max(b, 1) is b).
-            s.partial_groups = RDom(0, tile_groups, 0, tiles, 0, blocks, "tiles");
-            s.partial_groups.where(in_call(s.partial_groups.x * group, s.partial_groups.y, s.partial_groups.z));
-            Expr b = s.partial_groups.z;
-            s.partials(d, h, min(b * b / max(b, 1), blocks - 1)) +=
-                cast<double>(s.group_sum(d, h, s.partial_groups.x, s.partial_groups.y, b));
-            s.dx_tokens = RDom(0, tile, 0, tiles, 0, blocks, "tiles");
-            s.dx_tokens.where(in_call(s.dx_tokens.x, s.dx_tokens.y, s.dx_tokens.z));
-            Expr token = token_at(s.dx_tokens.x, s.dx_tokens.y, s.dx_tokens.z);
+            auto token_of = [&](const RDom &r) { return min(r[4] * task + min(r.w * tile + r.z, task - 1), tokens - 1); };
+            s.partial_terms = terms(heads, "terms");
+            s.dx_terms = terms(heads / k, "terms");
+            Expr token = token_of(s.partial_terms);
+            s.partials(d, h, s.blk) = 0.0f;
+            s.partials(d, s.partial_terms.x / *heads_per_pattern, min(token / s.block_tokens, blocks - 1)) +=
+                product(d, s.partial_terms.x, s.partial_terms.y, token);
+            // dx indexes its row and middle row through expressions too (r clamped to its own
+            // range): a bare reduction variable on the left is a pure one, whose loop Halide
+            // does not fuse with the partials' (indexed by head / heads_per_pattern).
+            Expr dx_row = min(s.dx_terms.x, heads / k - 1), dx_middle = min(s.dx_terms.y, middles - 1);
+            Expr dx_token = token_of(s.dx_terms);
             s.dx(d, h, a, t) = undef(element_type(dx_type));
-            s.dx(d, h, a, token) = encode(dx_type, s.dx_summed(d, h, a, token), nans, target);
+            s.dx(d, dx_row, dx_middle, dx_token) = encode(dx_type, s.dx_summed(d, dx_row, dx_middle, dx_token), nans, target);
         }
         *dx = s.dx;  // NOLINT: Output<Buffer> assignment from a Func
         *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
@@ -201,9 +201,10 @@ public:
         if (gpu) {
             for (auto *table : {token_modality, token_order, block_first}) table->dim(0).set_stride(1);
         }
+        if (cpu_streaming_alignment > 0) require_streaming_layout(cpu_streaming_alignment);
+        s.whole_vectors = cpu_streaming_alignment > 0;
         s.heads_per_dx_row = k;
         s.dim = dim;
-        s.dx_bytes = element_type(dx_type).bytes();
         if (gpu) {
             schedules::schedule_gpu_backward(s, target);
         } else {
@@ -212,13 +213,32 @@ public:
     }
 
 private:
+    // Streaming stores need aligned addresses (x86's movntdq faults on any other) and whole
+    // vectors (cmake/streaming_stores.py cannot mark a masked store). Rows of a multiple of
+    // abi::kStreamingLanes elements, declared so, leave the vector loops no tail; with dx's first
+    // element aligned to `bytes`, its rows a multiple of `bytes` long and its other strides
+    // multiples of `bytes`, every vector store of dx is aligned. The runtime sends only such
+    // calls here; any other fails the pipeline's own checks with an error, never a fault.
+    void require_streaming_layout(int bytes) {
+        if (get_target().has_gpu_feature() || sums_rows) throw CompileError("streaming-store variants are CPU variants of one dy row a dx row (sums_rows=false)");
+        const auto whole = [](Expr extent) { return extent / abi::kStreamingLanes * abi::kStreamingLanes; };
+        for (auto *b : {x, dy}) b->dim(0).set_extent(whole(b->dim(0).extent()));
+        dx->dim(0).set_extent(whole(dx->dim(0).extent()));
+        partials->dim(0).set_extent(whole(partials->dim(0).extent()));
+        dx->set_host_alignment(bytes);
+        const auto bytes_of = [&](Expr elements) { return cast<int64_t>(elements) * element_type(dx_type).bytes(); };
+        Expr aligned = bytes_of(dx->dim(0).extent()) % bytes == 0;
+        for (int i = 1; i < 4; ++i) aligned = aligned && (dx->dim(i).extent() == 1 || bytes_of(dx->dim(i).stride()) % bytes == 0);
+        add_requirement(aligned, "streaming-store variant: dx rows and strides must be multiples of", bytes, "bytes");
+    }
+
     GeneratorInput<Buffer<>> *x = nullptr, *dy = nullptr;
     GeneratorInput<Buffer<float>> *scale = nullptr;
     GeneratorInput<Buffer<int32_t>> *token_modality = nullptr, *token_order = nullptr, *block_first = nullptr;  // GPUs
     GeneratorInput<int32_t> *heads_per_dx_row = nullptr, *heads_per_pattern = nullptr, *block_tokens = nullptr;
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *dx = nullptr;
-    GeneratorOutput<Buffer<double>> *partials = nullptr;
+    GeneratorOutput<Buffer<>> *partials = nullptr;
 };
 
 }  // namespace magi2norm::algorithm

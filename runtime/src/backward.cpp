@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backward_abi.h"
 #include "call_plan.hpp"
 #include "halide_calls.hpp"
 #include "kernel_args.hpp"
@@ -22,20 +23,29 @@ namespace magi2norm::detail {
 namespace {
 
 // The backward's variants: backend (CUDA: the lowest device capability x10 its PTX runs on),
-// whether a dx row may add several dy rows (else heads_per_dx_row must be 1), (x, dy, dx)
-// dtypes, its _argv entry point (user_context, x, dy, scale, heads_per_dx_row, heads_per_pattern,
-// block_tokens, eps, dx, partials) and its name.
+// whether a dx row may add several dy rows (else heads_per_dx_row must be 1), the alignment its
+// streaming stores of dx need (0: ordinary stores), (x, dy, dx) dtypes, its _argv entry point
+// (user_context, x, dy, scale, heads_per_dx_row, heads_per_pattern, block_tokens, eps, dx,
+// partials) and its name.
 struct BackwardKernel {
     Backend backend;
     int compute_capability;
     bool sums_rows;
+    int streaming_alignment;
     DType x, dy, dx;
     int (*fn)(void **args);
     const char *name;
 };
 
-#define MAGI2NORM_BACKWARD_KERNEL(family, backend, cc, sums, in, dy, dx)                                                  \
-    {Backend::backend, cc, sums != 0, DType::in, DType::dy, DType::dx, magi2_norm_backward_##family##_##in##_##dy##_##dx##_argv, \
+#define MAGI2NORM_BACKWARD_KERNEL(family, backend, cc, sums, alignment, in, dy, dx)                                     \
+    {Backend::backend,                                                                                                \
+     cc,                                                                                                              \
+     sums != 0,                                                                                                       \
+     alignment,                                                                                                       \
+     DType::in,                                                                                                       \
+     DType::dy,                                                                                                       \
+     DType::dx,                                                                                                       \
+     magi2_norm_backward_##family##_##in##_##dy##_##dx##_argv,                                                        \
      "magi2_norm_backward_" #family "_" #in "_" #dy "_" #dx},
 constexpr BackwardKernel kBackwardKernels[] = {
 #include "magi2norm_backward_kernel_list.inc"
@@ -54,7 +64,7 @@ const BackwardKernel &find_backward(Backend backend, int device_capability, DTyp
         for (const BackwardKernel &k : kBackwardKernels) {
             if (k.x != x || k.dy != dy || k.dx != dx) continue;
             dtypes = true;
-            if (k.backend != backend || k.sums_rows != sums_rows) continue;
+            if (k.backend != backend || k.sums_rows != sums_rows || k.streaming_alignment != 0) continue;
             if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
             if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
         }
@@ -66,6 +76,14 @@ const BackwardKernel &find_backward(Backend backend, int device_capability, DTyp
                                           " input it must be " + dtype_name(x) + " or f32 (the forward's output dtypes)");
     }
     throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " backward");
+}
+
+// The CPU variant for the dtypes that writes dx with streaming stores, or null.
+const BackwardKernel *find_streaming_backward(Backend backend, DType x, DType dy, DType dx) {
+    for (const BackwardKernel &k : kBackwardKernels) {
+        if (k.backend == backend && k.streaming_alignment > 0 && k.x == x && k.dy == dy && k.dx == dx) return &k;
+    }
+    return nullptr;
 }
 
 // One call's geometry: the forward's plan of x and dy (dy in the output's place), and dx's.
@@ -156,7 +174,7 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
     g.heads_per_dx_row = singleton ? l.extent[1] : 1;
     g.dx_stride = dx_layout.x_stride;
     if (singleton) g.dx_stride[1] = 0;
-    g.block_tokens = partial_block_tokens(l.extent[0] * l.extent[1] * l.extent[2]);
+    g.block_tokens = partial_block_tokens(p.backend, l.extent[0] * l.extent[1] * l.extent[2], g.heads_per_pattern * l.extent[2]);
     return g;
 }
 
@@ -192,7 +210,7 @@ void check_pointers(const Geometry &g, const void *x, const void *dy, const void
 struct Segment {
     std::int64_t first = 0, count = 0;
     const float *scale = nullptr;
-    double *partials = nullptr;  // [blocks][P][D]
+    float *partials = nullptr;  // [blocks][P][D]
     std::int64_t blocks = 0;
 };
 
@@ -214,7 +232,7 @@ void set_views(const Geometry &g, std::int64_t count, HalideBuffer<4> &xb, Halid
     }
 }
 
-// The partials' descriptor: [blocks][P][D] doubles.
+// The partials' descriptor: [blocks][P][D] (floats on CPUs, doubles on GPUs).
 void set_partials(const Geometry &g, std::int64_t blocks, HalideBuffer<3> &b) {
     const std::int64_t dim = g.p.norm->config.dim;
     b.set_dim(0, dim, 1);
@@ -233,7 +251,7 @@ void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &c
     const NormConfig &c = g.p.norm->config;
     HalideBuffer<4> xb(storage_type(g.p.x.dtype)), dyb(storage_type(g.p.out.dtype)), dxb(storage_type(g.dx.dtype));
     HalideBuffer<2> scale(halide_type_t(halide_type_float, 32));
-    HalideBuffer<3> partials(halide_type_t(halide_type_float, 64));
+    HalideBuffer<3> partials(halide_type_t(halide_type_float, 32));
     set_views(g, s.count, xb, dyb, dxb);
     const auto at = [&](const void *base, std::int64_t stride, DType dtype) {
         return static_cast<const char *>(base) + s.first * stride * static_cast<std::int64_t>(dtype_size(dtype));
@@ -378,16 +396,16 @@ public:
     PartialsStorage(const PartialsStorage &) = delete;
     PartialsStorage &operator=(const PartialsStorage &) = delete;
 
-    // Room for n doubles, not initialized by this call (the kernel writes every partial).
-    double *reserve(std::size_t n) {
-        std::vector<double> &values = shared_ ? thread_storage().values : own_;
-        if (values.size() < n) std::vector<double>(n).swap(values);
+    // Room for n floats, not initialized by this call (the kernel writes every partial).
+    float *reserve(std::size_t n) {
+        std::vector<float> &values = shared_ ? thread_storage().values : own_;
+        if (values.size() < n) std::vector<float>(n).swap(values);
         return values.data();
     }
 
 private:
     struct Storage {
-        std::vector<double> values;
+        std::vector<float> values;
         bool in_use = false;
     };
     static Storage &thread_storage() {
@@ -395,8 +413,26 @@ private:
         return storage;
     }
     bool shared_;
-    std::vector<double> own_;
+    std::vector<float> own_;
 };
+
+// The CPU variant for a call whose dx is at `dx`: the streaming-store one where the build has it
+// and the call suits it (one dy row a dx row; rows a multiple of abi::kStreamingLanes; dx as
+// large as the process's StreamingPolicy sends to streaming stores, i.e. from memory; every dx
+// vector aligned for them, generators/magi2_norm_backward_generator.cpp, require_streaming_layout),
+// else the ordinary one. The two write the same bits.
+const BackwardKernel &choose_cpu_backward(const Geometry &g, const BackwardKernel &ordinary, const BackwardKernel *streaming,
+                                          const void *dx) {
+    const std::int64_t dim = g.p.layout.extent[0];
+    if (streaming == nullptr || g.heads_per_dx_row != 1 || dim % abi::kStreamingLanes != 0) return ordinary;
+    const auto elem = static_cast<std::int64_t>(dtype_size(g.dx.dtype));
+    KernelLayout dx_layout = g.p.layout;
+    dx_layout.out_stride = g.dx_stride;
+    const auto alignment = static_cast<std::uintptr_t>(streaming->streaming_alignment);
+    const bool from_memory = policy_admits(streaming_policy(), g.dx.count * elem, g.dx.dtype, dim);
+    return from_memory && streaming_layout(dx_layout, elem, streaming->streaming_alignment) && aligned(dx, alignment) ? *streaming
+                                                                                                                   : ordinary;
+}
 
 // dscale[m][p][d]: each modality's partials added block by block, in FP64, rounded once.
 std::vector<float> run_kernels(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy,
@@ -474,16 +510,20 @@ void write_dweight(const Geometry &g, CallContext &call, const std::vector<float
 
 }  // namespace
 
-void add_partials(const double *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale) {
+template <typename Partial>
+void add_partials(const Partial *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale) {
     std::fill(sum, sum + row, 0.0);
     for (std::int64_t b = 0; b < blocks; ++b) {
-        const double *block = partials + b * row;
-        for (std::int64_t i = 0; i < row; ++i) sum[i] += block[i];
+        const Partial *block = partials + b * row;
+        for (std::int64_t i = 0; i < row; ++i) sum[i] += static_cast<double>(block[i]);
     }
     for (std::int64_t i = 0; i < row; ++i) dscale[i] = static_cast<float>(sum[i]);
 }
+template void add_partials(const float *, std::int64_t, std::int64_t, double *, float *);
+template void add_partials(const double *, std::int64_t, std::int64_t, double *, float *);
 
-std::int64_t partial_block_tokens(std::int64_t token_elements) {
+std::int64_t partial_block_tokens(Backend backend, std::int64_t token_elements, std::int64_t rows) {
+    if (backend == Backend::cpu) return std::max<std::int64_t>(1, abi::kPartialTerms / std::max<std::int64_t>(1, rows));
     const std::int64_t token = std::max<std::int64_t>(1, token_elements);
     return std::clamp<std::int64_t>((kBlockElements + token - 1) / token, kMinBlockTokens, std::numeric_limits<std::int32_t>::max());
 }
@@ -496,6 +536,7 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
     const BackwardKernel &kernel =
         find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype, g.heads_per_dx_row > 1);
+    const BackwardKernel *streaming = find_streaming_backward(g.p.backend, g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
     CallContext call{g.p.gpu_context, g.p.gpu_stream};
     const bool gpu = g.p.backend != Backend::cpu;
     if (!gpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
@@ -510,8 +551,11 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
         ids = host_ids.data();
     }
     const auto run = [&](const Geometry &geometry, const void *xs, const void *dys, void *dxs, const std::vector<std::int64_t> &sizes) {
-        if (!gpu) return run_kernels(geometry, kernel, call, xs, dys, dxs, sizes);
-        return run_gpu(geometry, kernel, call, xs, dys, dxs, gpu_tables(geometry, sizes, geometry.p.takes_ids ? ids : nullptr));
+        const BackwardKernel &chosen = gpu ? kernel : choose_cpu_backward(geometry, kernel, streaming, dxs);
+        std::vector<float> sums = gpu ? run_gpu(geometry, chosen, call, xs, dys, dxs, gpu_tables(geometry, sizes, geometry.p.takes_ids ? ids : nullptr))
+                                      : run_kernels(geometry, chosen, call, xs, dys, dxs, sizes);
+        set_last_variant(chosen.name);
+        return sums;
     };
 
     std::vector<float> dscale;

@@ -13,9 +13,20 @@
 
 namespace magi2norm::detail {
 
-namespace {
-
 bool aligned(const void *p, std::uintptr_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
+
+// Whether the streaming-store variants can store this layout aligned, whatever its first
+// element's address: rows dense and a multiple of the alignment long, every other stride of an
+// axis longer than 1 a multiple of it (generators/magi2_norm_generator.cpp, require_streaming_layout).
+bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t alignment) {
+    if (l.out_stride[0] != 1 || l.extent[0] * elem % alignment != 0) return false;
+    for (int i = 1; i < 4; ++i) {
+        if (l.extent[i] != 1 && l.out_stride[i] * elem % alignment != 0) return false;
+    }
+    return true;
+}
+
+namespace {
 
 // Checks a grouping by sizes (M sizes, each >= 0, summing to the token count) and hands each
 // modality's tokens to `group(m, first, size)`, m = 0 .. M-1, in order.
@@ -43,17 +54,6 @@ void walk_group_sizes(const NormConfig &config, const Grouping &grouping, std::i
         throw Error(ErrorCode::grouping, "group sizes sum to " + std::to_string(first) + " but the input has " +
                                              std::to_string(tokens) + " tokens");
     }
-}
-
-// Whether the streaming-store variants can store this layout aligned, whatever its first
-// element's address: rows dense and a multiple of the alignment long, every other stride of an
-// axis longer than 1 a multiple of it (generators/magi2_norm_generator.cpp, require_streaming_layout).
-bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t alignment) {
-    if (l.out_stride[0] != 1 || l.extent[0] * elem % alignment != 0) return false;
-    for (int i = 1; i < 4; ++i) {
-        if (l.extent[i] != 1 && l.out_stride[i] * elem % alignment != 0) return false;
-    }
-    return true;
 }
 
 // Whether the layout is one row with unit inner strides: the one-row form's calls.
@@ -272,10 +272,13 @@ void plan_variants(CallPlan &p) {
     if (streaming) p.paired_words[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, true, 0, size);
 }
 
+bool policy_admits(const StreamingPolicy &policy, std::int64_t out_bytes, DType out_dtype, std::int64_t row_elements) {
+    return policy.min_output_bytes > 0 && out_bytes >= policy.min_output_bytes &&
+           static_cast<std::int64_t>(dtype_size(out_dtype)) >= policy.min_element_bytes && row_elements >= policy.min_row_elements;
+}
+
 bool policy_admits(const StreamingPolicy &policy, const CallPlan &p) {
-    return policy.min_output_bytes > 0 && p.out_bytes >= policy.min_output_bytes &&
-           static_cast<std::int64_t>(dtype_size(p.out.dtype)) >= policy.min_element_bytes &&
-           p.layout.extent[0] >= policy.min_row_elements;
+    return policy_admits(policy, p.out_bytes, p.out.dtype, p.layout.extent[0]);
 }
 
 const KernelEntry &choose_kernel(const CallPlan &p, const void *x, const void *out) {

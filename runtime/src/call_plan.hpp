@@ -112,8 +112,15 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
 // variant for them). Only CPU calls on host memory take the paired-word form and streaming stores.
 void plan_variants(CallPlan &plan);
 
-// Whether a policy sends a plan's output to streaming stores (by its size and shape).
+// Whether a policy sends a plan's output to streaming stores (by its size and shape), or an
+// output of `out_bytes` bytes of `out_dtype` in rows of `row_elements`.
 bool policy_admits(const StreamingPolicy &policy, const CallPlan &plan);
+bool policy_admits(const StreamingPolicy &policy, std::int64_t out_bytes, DType out_dtype, std::int64_t row_elements);
+
+// Whether the streaming-store variants can store a layout (its out_stride) of `elem`-byte
+// elements aligned to `alignment` bytes, given an aligned first element; whether `p` is aligned.
+bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t alignment);
+bool aligned(const void *p, std::uintptr_t alignment);
 
 // The variant a planned call runs with its data at `x` and `out`: streaming stores where the
 // policy admits the output and `out` is aligned for them, the paired-word form where both are

@@ -150,6 +150,8 @@ void run_kernel(const KernelEntry &kernel, KernelArgs &args, Memory memory, cons
     t_last_variant = kernel.name;
 }
 
+void set_last_variant(const char *name) { t_last_variant = name; }
+
 }  // namespace magi2norm::detail
 
 namespace magi2norm {

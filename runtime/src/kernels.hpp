@@ -76,4 +76,7 @@ std::vector<Backend> compiled_kernel_backends();
 void run_kernel(const KernelEntry &kernel, KernelArgs &args, Memory memory, const void *x, const void *scale,
                 const void *ids, void *out);
 
+// What last_variant() reports from now on: the backward's variant once it has completed.
+void set_last_variant(const char *name);
+
 }  // namespace magi2norm::detail

@@ -81,7 +81,10 @@ void set_default_backend(Backend backend);
 // (the symbol profilers show): "magi2_norm_<family>_<in>_<out>", e.g. "magi2_norm_cpu_bf16_bf16",
 // "magi2_norm_cpu_stream_bf16_bf16" (streaming stores), "magi2_norm_cpu_paired_bf16_bf16" (BF16
 // rows read and written as 32-bit words of two, "cpu_paired_streaming" with streaming stores),
-// "magi2_norm_cpu_row_f32_f32" (a call of one dense row), "magi2_norm_cuda86_bf16_f32". Empty
+// "magi2_norm_cpu_row_f32_f32" (a call of one dense row), "magi2_norm_cuda86_bf16_f32"; after a
+// backward, "magi2_norm_backward_<family>_<x>_<dy>_<dx>", e.g.
+// "magi2_norm_backward_cpu_single_bf16_f32_bf16" ("cpu_single_streaming": dx by streaming
+// stores; "cpu": dx rows that add several dy rows). Empty
 // before the thread's first; a refused or failed call leaves it as it was. Within a CPU variant
 // Halide picks the ISA (AVX-512, AVX2 or SSE4.1) at run time.
 const char *last_variant();
