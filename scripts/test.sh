@@ -10,3 +10,6 @@ bash scripts/build.sh -DMAGI2NORM_BUILD_TESTS=ON -DMAGI2NORM_BUILD_BENCHMARKS=OF
 # The ctest of the CMake that configured the build (.venv): gtest's test discovery needs it.
 export PATH="$PWD/.venv/bin:$PATH"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --no-tests=error -j 2 "$@"
+# The Python package, installed against this build (scripts/python_install.sh), and its tests.
+bash scripts/python_install.sh
+.venv/bin/python -m pytest -q python/tests

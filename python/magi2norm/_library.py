@@ -1,0 +1,89 @@
+"""The extension's calls on torch tensors: each tensor described by integers, and one library
+norm kept per weight so that a call does not remake the scale (float32(W(w + 1)))."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import weakref
+
+import torch
+
+from . import _extension
+
+Error = _extension.Error
+
+# The library's dtypes, by the extension's codes (magi2norm::DType's order).
+DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+
+_GROUPING_NONE, _GROUPING_SIZES, _GROUPING_IDS = 0, 1, 2
+# Norms kept at once: a model's distinct norm weights, with room for several models.
+_MAX_NORMS = 256
+_norms: collections.OrderedDict = collections.OrderedDict()
+
+
+def cuda_available() -> bool:
+    return _extension.cuda_available()
+
+
+def _describe(t: torch.Tensor) -> tuple:
+    return t.data_ptr(), DTYPE_CODES[t.dtype], tuple(t.shape), t.stride()
+
+
+def _norm(weight: torch.Tensor, dim: int, eps: float, num_modality: int, num_patterns: int):
+    """The library norm of this weight's current values: kept while the same tensor holds the
+    same version (an optimizer step or a load_state_dict bumps it), else made anew from a host
+    copy of the weight."""
+    key = (id(weight), weight.data_ptr(), weight._version, dim, eps, num_modality, num_patterns)
+    entry = _norms.get(key)
+    if entry is not None and entry[0]() is weight:
+        _norms.move_to_end(key)
+        return entry[1]
+    host = weight.detach().cpu()
+    norm = _extension.Norm(dim, eps, num_modality, num_patterns, host.data_ptr(), DTYPE_CODES[host.dtype],
+                           tuple(host.shape), host.stride())
+    _norms[key] = (weakref.ref(weight), norm)
+    while len(_norms) > _MAX_NORMS:
+        _norms.popitem(last=False)
+    return norm
+
+
+def _grouping(x: torch.Tensor, group_sizes, modality_ids, keep: list) -> tuple:
+    """(kind, pointer, count) of a grouping; `keep` holds the converted tensors for the call."""
+    if modality_ids is not None:
+        if modality_ids.dim() != 1:
+            raise ValueError(f"modality_ids must be one-dimensional, got shape {tuple(modality_ids.shape)}")
+        ids = modality_ids.to(device=x.device, dtype=torch.int32).contiguous()
+        keep.append(ids)
+        return _GROUPING_IDS, ids.data_ptr(), ids.numel()
+    if group_sizes is not None:
+        if group_sizes.dim() != 1:
+            raise ValueError(f"group_sizes must be one-dimensional, got shape {tuple(group_sizes.shape)}")
+        sizes = group_sizes.to(device="cpu", dtype=torch.int64).contiguous()
+        keep.append(sizes)
+        return _GROUPING_SIZES, sizes.data_ptr(), sizes.numel()
+    return _GROUPING_NONE, 0, 0
+
+
+def _device(x: torch.Tensor) -> tuple:
+    if x.device.type == "cuda":
+        return True, torch.cuda.current_stream(x.device).cuda_stream
+    return False, 0
+
+
+def forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out):
+    keep: list = []
+    grouping = _grouping(x, group_sizes, modality_ids, keep)
+    norm = _norm(weight, dim, eps, num_modality, num_patterns)
+    cuda, stream = _device(x)
+    with torch.cuda.device(x.device) if cuda else contextlib.nullcontext():
+        norm.forward(*_describe(x), *_describe(out), *grouping, cuda, stream)
+
+
+def backward(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, dx, dweight):
+    keep: list = []
+    grouping = _grouping(x, group_sizes, modality_ids, keep)
+    norm = _norm(weight, dim, eps, num_modality, num_patterns)
+    cuda, stream = _device(x)
+    with torch.cuda.device(x.device) if cuda else contextlib.nullcontext():
+        norm.backward(*_describe(x), *_describe(dy), *_describe(dx), *_describe(dweight), *grouping, cuda, stream)
+

@@ -1,0 +1,65 @@
+"""CUDA tensors (skipped without a GPU; scripts/gpu_check.sh runs them where one is lent): CPU
+and CUDA within the contract, a side stream, CUDA graph capture and replay, module.to("cuda"),
+a device other than 0."""
+import pytest
+import torch
+
+import magi2norm
+from gates import assert_close, assert_within_one_ulp
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and magi2norm.cuda_available()),
+                                reason="no CUDA device, or the library's CUDA backend cannot run")
+DIM = 3072
+
+
+def pair(m=3, out_dtype=torch.bfloat16):
+    cpu = magi2norm.MultiModalityRMSNorm(DIM, num_modality=m, out_dtype=out_dtype)
+    cpu.weight.data.normal_(0, 0.3)
+    gpu = magi2norm.MultiModalityRMSNorm(DIM, num_modality=m, out_dtype=out_dtype).to("cuda")
+    gpu.load_state_dict(cpu.state_dict())
+    return cpu, gpu
+
+
+def test_cpu_and_cuda_agree_forward_and_backward():
+    cpu, gpu = pair()
+    x = torch.randn(64, DIM).to(torch.bfloat16)
+    ids = torch.randint(0, 3, (64,), dtype=torch.int32)
+    xa, xb = x.clone().requires_grad_(True), x.cuda().requires_grad_(True)
+    ya, yb = cpu(xa, modality_ids=ids), gpu(xb, modality_ids=ids.cuda())
+    assert_within_one_ulp(yb.cpu(), ya.detach(), "forward")
+    dy = torch.randn(64, DIM).to(torch.bfloat16)
+    ya.backward(dy)
+    yb.backward(dy.cuda())
+    assert_within_one_ulp(xb.grad.cpu(), xa.grad, "dx")
+    assert_close(gpu.weight.grad.cpu(), cpu.weight.grad, 1e-4, 1e-4, "dweight")
+
+
+def test_side_stream_and_graph_replay():
+    cpu, gpu = pair(m=1)
+    x = torch.randn(32, DIM, device="cuda").to(torch.bfloat16)
+    expected = cpu(x.cpu()).detach()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        y = gpu(x)
+    torch.cuda.current_stream().wait_stream(side)
+    assert_within_one_ulp(y.cpu(), expected, "side stream")
+    static_x = x.clone()
+    with torch.no_grad():
+        gpu(static_x)  # warm: the norm's scale is on the device before capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = gpu(static_x)
+    static_x.copy_(x * 2)
+    graph.replay()
+    assert_within_one_ulp(static_y.cpu(), cpu(x.cpu() * 2).detach(), "graph replay")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one CUDA device")
+def test_second_device():
+    cpu, _ = pair(m=1)
+    gpu = magi2norm.MultiModalityRMSNorm(DIM, out_dtype=torch.bfloat16).to("cuda:1")
+    gpu.load_state_dict(cpu.state_dict())
+    x = torch.randn(16, DIM).to(torch.bfloat16)
+    with torch.no_grad():
+        assert_within_one_ulp(gpu(x.to("cuda:1")).cpu(), cpu(x), "cuda:1")
