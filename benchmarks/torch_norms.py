@@ -1,15 +1,20 @@
-"""The Python package against PyTorch on the model's norms (SPEC.md's table), forward and forward +
-backward, in one process with interleaved rounds: magi2norm's module, the same call straight into
-the extension (the C++ library with no torch layer), the upstream formula eager, and the formula
-under torch.compile (inductor). Prints a Markdown table: each case's median time, its rate
-(bytes the pass must move over its time) and the fraction of this machine's copy bandwidth,
-measured in the same rounds.
+"""The Python package against PyTorch on the model's norms (SPEC.md's table), in one process with
+interleaved rounds. Passes and rows:
+
+- forward, forward+backward: magi2norm's module (`module`), the same with its outputs from
+  torch.empty instead of the package's pool (`module, torch.empty`), the extension called
+  straight with outputs made once (`library`: the C++ library with no torch layer), the upstream
+  formula eager (`formula eager`) and under torch.compile (`formula inductor`);
+- backward: the library's backward alone (`library`), its bytes x and dy read and dx written.
+
+Each row: the median time, the rate (the bytes the pass must move, over its time), its fraction
+of this machine's copy bandwidth (`dst.copy_(src)` of 256 MiB in the same rounds, read + write),
+and the time of the module over the row's (a speedup above 1). Prints a Markdown table.
 
     .venv/bin/python benchmarks/torch_norms.py [--tokens 16,256,4096,16384] [--modalities 1,3]
         [--norms pre_norm,qk_norm,mhc_norm,final_norm] [--rounds 7] [--threads 2] [--output FILE]
 """
 import argparse
-import platform
 import statistics
 import subprocess
 import time
@@ -28,27 +33,26 @@ NORMS = {  # name: (row shape, input dtype, output dtype, modalities allowed)
 
 
 def formula(x, weight, dim, eps, m, sizes, out_dtype):
+    """The upstream formula, grouped by sizes without host syncs (what torch.compile can trace)."""
     n = x.float()
     n = n * torch.rsqrt(n.square().mean(-1, keepdim=True) + eps)
     w = weight.view(m, 1, dim) + 1.0
-    rows = w.repeat_interleave(sizes, dim=0, output_size=x.shape[0]) if m > 1 else w[0]
-    if x.dim() == 3 and m > 1:
-        rows = rows.view(x.shape[0], 1, dim)
-    elif m > 1:
-        rows = rows.view(x.shape[0], dim)
-    return (n * rows).to(out_dtype)
+    if m == 1:
+        return (n * w[0]).to(out_dtype)
+    rows = w.repeat_interleave(sizes, dim=0, output_size=x.shape[0])
+    return (n * rows.view(x.shape[0], *([1] * (x.dim() - 2)), dim)).to(out_dtype)
 
 
 def machine():
     out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
     get = lambda k: fields.get(k, "?").strip()  # noqa: E731
-    return f"{get('Model name')}, family {get('CPU family')} model {get('Model')}, {get('CPU(s)')} CPUs, L3 {get('L3 cache')}"
+    return f"{get('Model name')} (family {get('CPU family')} model {get('Model')}), {get('CPU(s)')} CPUs, L3 {get('L3 cache')}"
 
 
 def timed(fn, min_seconds=2e-3):
     """Seconds of one call: a loop long enough to time, over its count."""
-    count, elapsed = 1, 0.0
+    count = 1
     while True:
         start = time.perf_counter()
         for _ in range(count):
@@ -59,48 +63,64 @@ def timed(fn, min_seconds=2e-3):
         count *= 2
 
 
-def case_calls(name, t, m, backward):
+class TorchEmpty:
+    """Outputs from torch.empty for the duration: the pool's threshold out of reach."""
+
+    def __enter__(self):
+        self.saved, _library._POOL_MIN_BYTES = _library._POOL_MIN_BYTES, float("inf")
+
+    def __exit__(self, *exc):
+        _library._POOL_MIN_BYTES = self.saved
+
+
+def case_calls(name, t, m, pass_name):
     row, in_dtype, out_dtype, _ = NORMS[name]
     dim = row[-1]
     g = torch.Generator().manual_seed(t)
     x = torch.randn((t, *row), generator=g).to(in_dtype)
-    sizes = torch.tensor([t // 2, t // 4, t - t // 2 - t // 4]) if m > 1 else None
+    dy = torch.randn((t, *row), generator=g).to(out_dtype)
+    sizes = torch.tensor([t // 2, t // 4, t - t // 2 - t // 4], dtype=torch.int32) if m > 1 else None
     module = magi2norm.MultiModalityRMSNorm(dim, num_modality=m, out_dtype=out_dtype)
     module.weight.data.normal_(0, 0.1)
     weight = module.weight
-    dy = torch.randn((t, *row), generator=g).to(out_dtype)
+    dispatcher = type("Dispatcher", (), {"group_size": sizes})() if m > 1 else None
+    out, dx, dweight = torch.empty((t, *row), dtype=out_dtype), torch.empty_like(x), torch.empty_like(weight)
     compiled = torch.compile(formula, dynamic=True)
 
-    class Dispatch:  # what the module reads of a dispatcher
-        group_size = sizes
-
-    dispatcher = Dispatch() if m > 1 else None
-    out = torch.empty((t, *row), dtype=out_dtype)
-    dx, dweight = torch.empty_like(x), torch.empty_like(weight)
-
-    def library():
+    def library_forward():
         _library.forward(x, weight, sizes, None, dim, 1e-6, m, 1, out)
-        if backward:
-            _library.backward(dy, x, weight, sizes, None, dim, 1e-6, m, 1, dx, dweight)
 
-    def run(fn):
+    def library_backward():
+        _library.backward(dy, x, weight, sizes, None, dim, 1e-6, m, 1, dx, dweight)
+
+    if pass_name == "backward":
+        return {"library": library_backward}, x.nbytes + dy.nbytes + dx.nbytes
+
+    def run(fn, context=None):
         def call():
-            if backward:
-                xr = x.detach().requires_grad_(True)
-                fn(xr).backward(dy)
-                weight.grad = None
-            else:
-                with torch.no_grad():
-                    fn(x)
+            with context or torch.enable_grad():
+                if pass_name == "forward":
+                    with torch.no_grad():
+                        fn(x)
+                else:
+                    xr = x.detach().requires_grad_(True)
+                    fn(xr).backward(dy)
+                    weight.grad = None
         return call
 
+    def library_both():
+        library_forward()
+        if pass_name != "forward":
+            library_backward()
+
     calls = {
-        "magi2norm module": run(lambda xi: module(xi, dispatcher)),
-        "library": library,
+        "module": run(lambda xi: module(xi, dispatcher)),
+        "module, torch.empty": run(lambda xi: module(xi, dispatcher), TorchEmpty()),
+        "library": library_both,
         "formula eager": run(lambda xi: formula(xi, weight, dim, 1e-6, m, sizes, out_dtype)),
         "formula inductor": run(lambda xi: compiled(xi, weight, dim, 1e-6, m, sizes, out_dtype)),
     }
-    moved = x.nbytes + out.nbytes + (x.nbytes + dy.nbytes + dx.nbytes if backward else 0)
+    moved = x.nbytes + out.nbytes + (x.nbytes + dy.nbytes + dx.nbytes if pass_name != "forward" else 0)
     return calls, moved
 
 
@@ -109,28 +129,29 @@ def main():
     p.add_argument("--tokens", default="16,256,4096,16384")
     p.add_argument("--modalities", default="1,3")
     p.add_argument("--norms", default=",".join(NORMS))
-    p.add_argument("--passes", default="forward,backward")
+    p.add_argument("--passes", default="forward,forward+backward,backward")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--output")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    src, dst = torch.empty(256 << 20, dtype=torch.uint8), torch.empty(256 << 20, dtype=torch.uint8)
-    src.fill_(1)
-    lines = [f"Machine: {machine()}; torch {torch.__version__}, {a.threads} threads; {a.rounds} interleaved rounds, "
-             "medians; GB/s decimal over the bytes the pass must move (x and y; with the backward also x, dy "
-             "and dx); `of copy`: over `dst.copy_(src)` of 256 MiB timed in the same rounds (read + write).", "",
-             "| norm | M | T | pass | implementation | time | GB/s | of copy | module / library | module speedup |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    src, dst = torch.ones(256 << 20, dtype=torch.uint8), torch.empty(256 << 20, dtype=torch.uint8)
+    lines = [f"Machine: {machine()}; torch {torch.__version__}, {a.threads} threads (torch's and the library's "
+             f"pool); {a.rounds} interleaved rounds, medians. GB/s decimal over the bytes the pass must move "
+             "(forward: x, y; forward+backward: also x, dy, dx; backward: x, dy, dx); `of copy`: over "
+             "`dst.copy_(src)` of 256 MiB timed in the same rounds (read + write); `module speedup`: "
+             "the row's time over the module's.", "",
+             "| norm | M | T | pass | row | time | GB/s | of copy | module speedup |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in a.norms.split(","):
         for m in (int(v) for v in a.modalities.split(",")):
             if m not in NORMS[name][3]:
                 continue
             for t in (int(v) for v in a.tokens.split(",")):
                 for pass_name in a.passes.split(","):
-                    calls, moved = case_calls(name, t, m, pass_name == "backward")
+                    calls, moved = case_calls(name, t, m, pass_name)
                     for call in calls.values():
-                        call()  # warm: compile, fault the pages in
+                        call()  # warm: compile, fault the pages in, fill the pool
                     samples = {k: [] for k in calls}
                     copies = []
                     for _ in range(a.rounds):
@@ -141,10 +162,9 @@ def main():
                     med = {k: statistics.median(v) for k, v in samples.items()}
                     for k, seconds in med.items():
                         rate = moved / seconds
+                        speedup = f"{seconds / med['module']:.2f}x" if "module" in med else "-"
                         lines.append(f"| {name} | {m} | {t} | {pass_name} | {k} | {seconds * 1e6:.1f} us | "
-                                     f"{rate / 1e9:.1f} | {rate / copy_rate:.2f} | "
-                                     f"{med['library'] / med['magi2norm module']:.2f} | "
-                                     f"{seconds / med['magi2norm module']:.2f}x |")
+                                     f"{rate / 1e9:.1f} | {rate / copy_rate:.2f} | {speedup} |")
                     print("\n".join(lines[-len(med):]), flush=True)
     text = "\n".join(lines) + "\n"
     if a.output:

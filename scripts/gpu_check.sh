@@ -3,14 +3,17 @@
 # PyTorch but no Halide and no package registry:
 #   bash scripts/gpu_check.sh prepare   # here: CUDA variants, the contract tests and the CUDA
 #                                       # benchmark (also built with gpu_unroll=1), statically
-#                                       # linked, into gpu_bundle/
-#   bash scripts/gpu_check.sh run       # there (carry gpu_bundle/): the forward's and the
-#                                       # backward's contract suites on CUDA,
-#                                       # then every MAGI-2 norm at T = 16384 and 65536, forward
-#                                       # and backward, against a device-to-device copy, PyTorch
-#                                       # eager and torch.compile (autograd for the backward),
-#                                       # two tables, and the
-#                                       # GPU tuning batch's times (tuning/record.json)
+#                                       # linked, and the library installed for the Python
+#                                       # package, packed into gpu_bundle.tar.gz (under 48 MiB,
+#                                       # checked: a device call carries at most 64 MiB)
+#   bash scripts/gpu_check.sh run       # there (carry gpu_bundle.tar.gz): the forward's and the
+#                                       # backward's contract suites on CUDA, the Python package
+#                                       # built against the carried library and its tests (CUDA
+#                                       # ones included), then every MAGI-2 norm at T = 16384 and
+#                                       # 65536, forward and backward, against a device-to-device
+#                                       # copy, PyTorch eager and torch.compile (autograd for the
+#                                       # backward), two tables, and the GPU tuning batch's times
+#                                       # (tuning/record.json)
 # `run` took under 8 minutes on an H200 before the backward's rows (most of it torch.compile);
 # they add each norm's backward to the benchmark and PyTorch steps.
 set -euo pipefail
@@ -45,9 +48,23 @@ prepare)
   build-gpu/tuning/magi2-tune --backend cuda --tokens 16384 --random 4 \
     --record "$bundle/tuning/record.json" --cache "$bundle/tuning/cache"
   cp build-gpu/tuning/magi2-tune-measure "$bundle/"
-  echo "gpu_check: $bundle/ ready; carry it to the GPU machine and run: bash scripts/gpu_check.sh run"
+  # The library for the Python package's build there, and DLPack's header, which its CMake
+  # package finds on the host (the GPU machine may not have it).
+  .venv/bin/cmake --install build-gpu --prefix "$bundle/prefix" >/dev/null
+  mkdir -p "$bundle/include/dlpack" && cp /usr/include/dlpack/dlpack.h "$bundle/include/dlpack/"
+  # pytest's wheels (pure Python), for a machine without it and without a registry.
+  .venv/bin/pip download -q --disable-pip-version-check -d "$bundle/wheels" "$(grep '^pytest==' python/requirements.txt)"
+  tar -czf "$bundle.tar.gz" "$bundle"
+  size=$(stat -c %s "$bundle.tar.gz")
+  echo "gpu_check: $bundle.tar.gz is $((size / 1048576)) MiB"
+  if [ "$size" -gt $((48 << 20)) ]; then
+    echo "gpu_check: $bundle.tar.gz is over 48 MiB: a device call carries at most 64 MiB with the tree" >&2
+    exit 1
+  fi
+  echo "gpu_check: ready; carry $bundle.tar.gz to the GPU machine and run: bash scripts/gpu_check.sh run"
   ;;
 run)
+  [ -d "$bundle" ] || tar -xzf "$bundle.tar.gz"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
   echo "== contract suite on the cuda backend (host views staged through the device)"
   # The 2.2 GB input test runs elsewhere; the golden files came in the bundle.
@@ -60,6 +77,14 @@ run)
   echo "== the backward's contract suite on the cuda backend (host views staged through the device)"
   MAGI2NORM_BACKEND=cuda timeout 120 "$bundle/magi2norm_backward_gpu_tests" --gtest_brief=1 | tail -n 30 ||
     { failed=1; echo "gpu_check: the backward suite FAILED on cuda"; }
+  echo "== the Python package, built against the carried library, and its tests (CUDA included)"
+  python3 -m pytest --version >/dev/null 2>&1 ||
+    python3 -m pip install -q --no-index --find-links "$bundle/wheels" pytest || true
+  timeout 240 python3 -m pip install -q --no-build-isolation --no-deps \
+    -C "cmake.define.CMAKE_PREFIX_PATH=$PWD/$bundle/prefix" \
+    -C "cmake.define.MAGI2NORM_DLPACK_INCLUDE_DIR=$PWD/$bundle/include" ./python &&
+    timeout 300 python3 -m pytest -q python/tests | tail -n 15 ||
+    { failed=1; echo "gpu_check: the Python package FAILED"; }
   echo "== benchmark (device memory, caller's stream)"
   timeout 180 "$bundle/magi2norm_gpu_bench" --tokens 16384,65536 > "$bundle/ours.jsonl" ||
     { failed=1; echo "gpu_check: the benchmark FAILED"; }

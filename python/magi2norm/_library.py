@@ -3,7 +3,6 @@ norm kept per weight so that a call does not remake the scale (float32(W(w + 1))
 from __future__ import annotations
 
 import collections
-import contextlib
 import weakref
 
 import torch
@@ -15,6 +14,12 @@ Error = _extension.Error
 # The library's dtypes, by the extension's codes (magi2norm::DType's order).
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 
+# DLPack's (type code, bits) of each: kDLFloat = 2, kDLBfloat = 4.
+_DLPACK_TYPES = {torch.float32: (2, 32), torch.bfloat16: (4, 16), torch.float16: (2, 16)}
+# CPU outputs from this size on come from the extension's pool (output_pool.hpp), whose blocks
+# are reused warm; smaller ones from torch, whose allocator reuses them without faults anyway.
+_POOL_MIN_BYTES = 1 << 20
+
 _GROUPING_NONE, _GROUPING_SIZES, _GROUPING_IDS = 0, 1, 2
 # Norms kept at once: a model's distinct norm weights, with room for several models.
 _MAX_NORMS = 256
@@ -23,6 +28,26 @@ _norms: collections.OrderedDict = collections.OrderedDict()
 
 def cuda_available() -> bool:
     return _extension.cuda_available()
+
+
+def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A new contiguous output: pooled on the CPU when large, else torch's."""
+    if device.type == "cpu":
+        elements = 1
+        for extent in shape:
+            elements *= extent
+        if elements * dtype.itemsize >= _POOL_MIN_BYTES:
+            return torch.from_dlpack(_extension.pooled_tensor(list(shape), *_DLPACK_TYPES[dtype]))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def release_pool() -> int:
+    """Frees the CPU output blocks the pool keeps for reuse; returns their bytes."""
+    return _extension.release_pool()
+
+
+def pooled_bytes() -> int:
+    return _extension.pooled_bytes()
 
 
 def _describe(t: torch.Tensor) -> tuple:
@@ -47,43 +72,42 @@ def _norm(weight: torch.Tensor, dim: int, eps: float, num_modality: int, num_pat
     return norm
 
 
-def _grouping(x: torch.Tensor, group_sizes, modality_ids, keep: list) -> tuple:
-    """(kind, pointer, count) of a grouping; `keep` holds the converted tensors for the call."""
+def _grouping(x: torch.Tensor, group_sizes, modality_ids) -> tuple:
+    """(kind, pointer, count, tensor) of a grouping: the tensor holds the converted values for
+    the call's duration."""
     if modality_ids is not None:
         if modality_ids.dim() != 1:
             raise ValueError(f"modality_ids must be one-dimensional, got shape {tuple(modality_ids.shape)}")
         ids = modality_ids.to(device=x.device, dtype=torch.int32).contiguous()
-        keep.append(ids)
-        return _GROUPING_IDS, ids.data_ptr(), ids.numel()
+        return _GROUPING_IDS, ids.data_ptr(), ids.numel(), ids
     if group_sizes is not None:
         if group_sizes.dim() != 1:
             raise ValueError(f"group_sizes must be one-dimensional, got shape {tuple(group_sizes.shape)}")
         sizes = group_sizes.to(device="cpu", dtype=torch.int64).contiguous()
-        keep.append(sizes)
-        return _GROUPING_SIZES, sizes.data_ptr(), sizes.numel()
-    return _GROUPING_NONE, 0, 0
+        return _GROUPING_SIZES, sizes.data_ptr(), sizes.numel(), sizes
+    return _NO_GROUPING
 
 
-def _device(x: torch.Tensor) -> tuple:
-    if x.device.type == "cuda":
-        return True, torch.cuda.current_stream(x.device).cuda_stream
-    return False, 0
+_NO_GROUPING = (_GROUPING_NONE, 0, 0, None)
 
 
 def forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out):
-    keep: list = []
-    grouping = _grouping(x, group_sizes, modality_ids, keep)
+    kind, pointer, count, _held = _grouping(x, group_sizes, modality_ids)
     norm = _norm(weight, dim, eps, num_modality, num_patterns)
-    cuda, stream = _device(x)
-    with torch.cuda.device(x.device) if cuda else contextlib.nullcontext():
-        norm.forward(*_describe(x), *_describe(out), *grouping, cuda, stream)
+    if x.device.type == "cuda":
+        with torch.cuda.device(x.device):
+            norm.forward(*_describe(x), *_describe(out), kind, pointer, count, True,
+                         torch.cuda.current_stream(x.device).cuda_stream)
+    else:
+        norm.forward(*_describe(x), *_describe(out), kind, pointer, count, False, 0)
 
 
 def backward(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, dx, dweight):
-    keep: list = []
-    grouping = _grouping(x, group_sizes, modality_ids, keep)
+    kind, pointer, count, _held = _grouping(x, group_sizes, modality_ids)
     norm = _norm(weight, dim, eps, num_modality, num_patterns)
-    cuda, stream = _device(x)
-    with torch.cuda.device(x.device) if cuda else contextlib.nullcontext():
-        norm.backward(*_describe(x), *_describe(dy), *_describe(dx), *_describe(dweight), *grouping, cuda, stream)
-
+    views = (*_describe(x), *_describe(dy), *_describe(dx), *_describe(dweight), kind, pointer, count)
+    if x.device.type == "cuda":
+        with torch.cuda.device(x.device):
+            norm.backward(*views, True, torch.cuda.current_stream(x.device).cuda_stream)
+    else:
+        norm.backward(*views, False, 0)

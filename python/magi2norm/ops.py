@@ -47,13 +47,13 @@ def _dy_for_library(dy: Tensor, x: Tensor) -> Tensor:
 
 
 def forward_kernel(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out_dtype):
-    out = torch.empty(output_shape(x.shape, dim, num_patterns), dtype=out_dtype or x.dtype, device=x.device)
+    out = _library.empty(output_shape(x.shape, dim, num_patterns), out_dtype or x.dtype, x.device)
     _library.forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out)
     return out
 
 
 def backward_kernel(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns):
-    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dx = _library.empty(x.shape, x.dtype, x.device)
     dweight = torch.empty(weight.shape, dtype=weight.dtype, device=weight.device)
     _library.backward(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, dx, dweight)
     return dx, dweight

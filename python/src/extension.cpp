@@ -12,6 +12,8 @@
 
 #include <magi2norm/magi2norm.hpp>
 
+#include "output_pool.hpp"
+
 namespace nb = nanobind;
 using namespace nb::literals;
 
@@ -122,5 +124,12 @@ NB_MODULE(_extension, m) {
              "weight_strides"_a)
         .def("forward", &Norm::forward)
         .def("backward", &Norm::backward);
+    m.def("pooled_tensor", [](std::vector<std::int64_t> shape, std::uint8_t code, std::uint8_t bits) {
+        PyObject *capsule = magi2norm_python::pooled_tensor(shape, code, bits);
+        if (capsule == nullptr) throw nb::python_error();
+        return nb::steal(capsule);
+    }, "A DLPack capsule of a new C-contiguous CPU tensor in a pooled block (output_pool.hpp)");
+    m.def("release_pool", &magi2norm_python::release_pool);
+    m.def("pooled_bytes", &magi2norm_python::pooled_bytes);
     m.def("cuda_available", [] { return magi2norm::backend_available(magi2norm::Backend::cuda); });
 }
