@@ -50,6 +50,8 @@ def multi_modality_rms_norm(x: torch.Tensor, weight: torch.Tensor, dim: int, eps
     elif modality_ids is not None:
         group_sizes = None
     if kernels_apply(x, weight, dim, num_modality, num_patterns, out_dtype):
+        if x.dim() == 1:
+            x = x.unsqueeze(0)  # upstream's [D] * [1, D] is [1, D]; the library keeps rank 1
         if torch.compiler.is_compiling():
             return torch.ops.magi2norm.forward(x, weight, group_sizes, modality_ids, dim, float(eps), num_modality,
                                                num_patterns, out_dtype)

@@ -34,6 +34,23 @@ def test_attributes_are_read_at_each_call():
         assert_within_one_ulp(ours(x), theirs(x), "eps and out_dtype assigned")
 
 
+@pytest.mark.parametrize("shape,p", [((8,), 1), ((3, 1, 8), 4), ((2, 3, 4, 8), 4), ((5, 3, 8), 1)])
+def test_kernel_shapes_as_upstream_broadcasts_them(shape, p):
+    ours, theirs = magi2norm.MultiModalityRMSNorm(8, num_patterns=p), UpstreamNorm(8, num_patterns=p)
+    ours.weight.data.normal_()
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(shape)
+    xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    ya, yb = ours(xa), theirs(xb)
+    assert ya.shape == yb.shape
+    assert_close(ya.detach(), yb.detach(), 1e-6, 1e-6, "y")
+    dy = torch.randn(ya.shape)
+    ya.backward(dy)
+    yb.backward(dy)
+    assert_close(xa.grad, xb.grad, 2e-5, 2e-5, "dx")
+    assert_close(ours.weight.grad, theirs.weight.grad, 2e-5, 2e-5, "dweight")
+
+
 @pytest.mark.parametrize("case", ["float64", "scalar", "last_axis_1", "dim_0", "rank_5", "empty"])
 def test_inputs_only_the_formula_takes(case):
     dim = {"dim_0": 0, "scalar": 4}.get(case, 8)
