@@ -2,8 +2,9 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer: the runtime, the tool and the tests built with
 # clang's -fsanitize=address,undefined (the generated variant objects as they are, which no
 # compiler sees), then every test labelled `asan` (the contract, runtime, C ABI, checkpoint,
-# safetensors and CLI suites on the CPU variants; docs/design.md, Hardening, says why these) or
-# `fuzz` (the fuzz targets' seeds and past crashes).
+# safetensors and CLI suites on the CPU variants, the backward's errors, layouts, special values
+# and randomized slice, the guard-page and concurrency tests; docs/testing.md says
+# why these) or `fuzz` (the fuzz targets' seeds and past crashes).
 # The build folder (ASAN_BUILD_DIR, default build-asan) also holds the fuzz targets (tests/fuzz),
 # so scripts/fuzz.sh runs in it. Extra arguments go to ctest.
 set -euo pipefail

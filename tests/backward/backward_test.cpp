@@ -77,7 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Model, Sweep, testing::ValuesIn(sweep_cases()),
                          [](const testing::TestParamInfo<SweepCase> &info) { return info.param.name; });
 
 // More seeds on the Q/K norm by ids, every dtype; prints the worst error as a fraction of the
-// B1 and B2 bounds (the figures docs/design.md quotes).
+// B1 and B2 bounds (the figures docs/backward.md quotes).
 TEST(Seeds, QkNormByIds) {
     double b1 = 0, b2 = 0;
     for (std::uint64_t seed = 1; seed <= 6; ++seed) {
@@ -221,18 +221,25 @@ TEST(Accumulate, AddsToDweight) {
     EXPECT_TRUE(ref::identical(dweight.view(), expected.view()));
 }
 
-// dx written over dy (same dtype, same layout) equals the out-of-place dx, bit for bit.
+// dx written over dy (same dtype, same layout) equals the out-of-place dx, bit for bit: by ids
+// (the runtime's modality-ordered copies), and by sizes and with no grouping, where the kernel
+// itself writes dx over the dy it reads.
 TEST(InPlace, DxOverDy) {
-    const Inputs in = make_inputs(DType::bf16, DType::bf16, DType::f32, {130, 24, 128}, 3, 1, GroupingKind::ids, 8);
-    const Result out_of_place = run_backward(in, DType::bf16, DType::f32);
-    const magi2norm::RMSNorm norm(in.config, in.weight.view());
-    ref::HostTensor dy = in.dy;
-    ref::HostTensor dweight(DType::f32, in.weight.shape());
-    BackwardOptions o;
-    o.dx_dtype = DType::bf16;
-    norm.backward(in.x.view(), dy.view(), in.library_grouping(), dy.view(), dweight.view(), o);
-    EXPECT_TRUE(ref::identical(dy.view(), out_of_place.dx.view()));
-    EXPECT_TRUE(ref::identical(dweight.view(), out_of_place.dweight.view()));
+    for (const GroupingKind grouping : {GroupingKind::ids, GroupingKind::sizes, GroupingKind::none}) {
+        SCOPED_TRACE(static_cast<int>(grouping));
+        const std::int64_t m = grouping == GroupingKind::none ? 1 : 3;
+        const Inputs in = make_inputs(DType::bf16, DType::bf16, DType::f32, {130, 24, 128}, m, 1, grouping, 8);
+        const Result out_of_place = run_backward(in, DType::bf16, DType::f32);
+        const magi2norm::RMSNorm norm(in.config, in.weight.view());
+        ref::HostTensor dy = in.dy;
+        ref::HostTensor dweight(DType::f32, in.weight.shape());
+        BackwardOptions o;
+        o.dx_dtype = DType::bf16;
+        norm.backward(in.x.view(), dy.view(), in.library_grouping(), dy.view(), dweight.view(), o);
+        EXPECT_TRUE(ref::identical(dy.view(), out_of_place.dx.view()));
+        EXPECT_TRUE(ref::identical(dweight.view(), out_of_place.dweight.view()));
+        if (grouping != GroupingKind::ids) EXPECT_STREQ(magi2norm::last_variant(), "magi2_norm_backward_cpu_single_bf16_bf16_bf16");
+    }
 }
 
 // Strided and reversed views give the contiguous call's bits.

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -14,6 +13,7 @@
 #include "magi2norm/magi2norm.hpp"
 #include "reference/gates.hpp"
 #include "reference/reference.hpp"
+#include "setting_changes.hpp"
 
 namespace {
 
@@ -68,23 +68,6 @@ struct Job {
     }
 };
 
-std::atomic<int> host_loop_calls{0};
-
-// A host loop that runs the tasks on two threads of its own.
-void two_thread_loop(void *, int count, void (*task)(void *, int), void *task_context) {
-    host_loop_calls.fetch_add(1, std::memory_order_relaxed);
-    std::thread other([&] {
-        for (int i = 1; i < count; i += 2) task(task_context, i);
-    });
-    for (int i = 0; i < count; i += 2) task(task_context, i);
-    other.join();
-}
-
-void serial_loop(void *, int count, void (*task)(void *, int), void *task_context) {
-    host_loop_calls.fetch_add(1, std::memory_order_relaxed);
-    for (int i = 0; i < count; ++i) task(task_context, i);
-}
-
 class Concurrency : public testing::Test {
 protected:
     void TearDown() override {
@@ -135,7 +118,7 @@ TEST_F(Concurrency, CallsDuringSettingChangesEqualCallsMadeAlone) {
     add(final_norm, p_final, w_final, DType::f32, {67, 3072}, DType::f32);
     add(final_norm, p_final, w_final, DType::bf16, {512, 3072}, DType::bf16);                 // 3 MiB out
     add(final_norm, p_final, w_final, DType::bf16, {700, 3072}, DType::f32)->options.num_threads = 1;
-    add(final_norm, p_final, w_final, DType::bf16, {96, 3072}, DType::bf16)->options.parallel_loop = magi2norm::ParallelLoop{serial_loop, nullptr};
+    add(final_norm, p_final, w_final, DType::bf16, {96, 3072}, DType::bf16)->options.parallel_loop = magi2norm::ParallelLoop{concurrency::serial_loop, nullptr};
     add(final_norm, p_final, w_final, DType::f32, {256, 3072}, DType::f32)->options.streaming = magi2norm::StreamingPolicy{1, 0, 0};
 
     // Each call alone, with the process's defaults, checked against the reference.
@@ -152,29 +135,8 @@ TEST_F(Concurrency, CallsDuringSettingChangesEqualCallsMadeAlone) {
         }
     }
 
-    std::atomic<bool> done{false};
-    std::atomic<int> mismatches{0}, calls{0}, changes{0};
-    std::vector<std::thread> setters;
-    setters.emplace_back([&] {
-        for (int i = 0; !done; ++i, ++changes) {
-            magi2norm::set_num_threads(i % 4);  // 0 (the default), 1, 2, 3
-            std::this_thread::yield();
-        }
-    });
-    setters.emplace_back([&] {
-        const magi2norm::ParallelFor loops[] = {nullptr, two_thread_loop, nullptr, serial_loop};
-        for (int i = 0; !done; ++i, ++changes) {
-            magi2norm::set_parallel_for(loops[i % 4]);
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-        }
-    });
-    setters.emplace_back([&] {
-        const magi2norm::StreamingPolicy policies[] = {magi2norm::default_streaming_policy(), {1, 0, 0}, {0, 0, 0}, {1 << 20, 4, 64}};
-        for (int i = 0; !done; ++i, ++changes) {
-            magi2norm::set_streaming_policy(policies[i % 4]);
-            std::this_thread::yield();
-        }
-    });
+    std::atomic<int> mismatches{0}, calls{0};
+    concurrency::SettingChanges settings;
     std::vector<std::thread> callers;
     for (int c = 0; c < kCallers; ++c) {
         callers.emplace_back([&, c] {
@@ -190,13 +152,12 @@ TEST_F(Concurrency, CallsDuringSettingChangesEqualCallsMadeAlone) {
         });
     }
     for (std::thread &t : callers) t.join();
-    done = true;
-    for (std::thread &t : setters) t.join();
+    settings.stop();
     std::printf("%d caller threads x %d calls = %d calls over %zu jobs, %d setting changes, %d host-loop runs\n", kCallers, kCallsEach,
-                calls.load(), jobs.size(), changes.load(), host_loop_calls.load());
+                calls.load(), jobs.size(), settings.changes(), concurrency::SettingChanges::host_loop_calls());
     EXPECT_EQ(calls.load(), kCallers * kCallsEach);
     EXPECT_EQ(mismatches.load(), 0);
-    EXPECT_GT(host_loop_calls.load(), 0) << "the process's host loops ran some calls";
+    EXPECT_GT(concurrency::SettingChanges::host_loop_calls(), 0) << "the process's host loops ran some calls";
 }
 
 }  // namespace

@@ -8,115 +8,14 @@
 #include <stdexcept>
 #include <vector>
 
-#include "fuzz_input.hpp"
-#include "magi2norm/c_api.h"
+#include "fuzz_views.hpp"
 #include "reference/gates.hpp"
 #include "reference/reference.hpp"
 
 namespace {
 
+using namespace fuzz;
 using ref::Shape;
-
-constexpr std::int64_t kArenaBytes = 8192;
-constexpr std::int64_t kHuge = std::int64_t{1} << 31;  // the library refuses strides from here on
-
-magi2norm_dtype pick_dtype(fuzz::Input &in) {
-    const auto choice = in.in(0, 8);
-    return choice < 3 ? static_cast<magi2norm_dtype>(choice) : choice == 3 ? static_cast<magi2norm_dtype>(7) : MAGI2NORM_F32;
-}
-
-std::size_t bytes_of(magi2norm_dtype dtype) { return dtype == MAGI2NORM_F32 ? 4 : 2; }
-bool known(magi2norm_dtype dtype) { return dtype == MAGI2NORM_F32 || dtype == MAGI2NORM_BF16 || dtype == MAGI2NORM_F16; }
-
-struct View {
-    std::int64_t offset = 0;  // bytes into the arena
-    bool null = false;
-    magi2norm_dtype dtype = MAGI2NORM_F32;
-    Shape shape, strides;
-    bool given_strides = false;
-};
-
-View pick_view(fuzz::Input &in, const Shape &wanted) {
-    View v;
-    v.dtype = pick_dtype(in);
-    v.shape = wanted;
-    if (in.in(0, 7) == 0) {  // another rank or other extents
-        v.shape.resize(static_cast<std::size_t>(in.in(0, 5)), 1);
-        for (auto &extent : v.shape) extent = in.in(-1, 6);
-    }
-    v.given_strides = in.flag();
-    v.strides = ref::row_major_strides(v.shape);
-    if (v.given_strides) {
-        for (std::size_t i = 0; i < v.shape.size(); ++i) {
-            switch (in.in(0, 7)) {
-            case 0: v.strides[i] = 0; break;
-            case 1: v.strides[i] = -v.strides[i]; break;
-            case 2: v.strides[i] = in.in(-40, 40); break;
-            case 3: v.strides[i] = (in.flag() ? 1 : -1) * (kHuge << in.in(0, 31)); break;
-            case 4: v.strides[i] = v.strides[i] * 2 + in.in(0, 3); break;
-            default: break;
-            }
-        }
-    }
-    v.offset = in.in(0, kArenaBytes);
-    v.null = in.in(0, 31) == 0;
-    return v;
-}
-
-// Lowest and highest element offsets; nullopt when they leave int64.
-std::optional<std::pair<__int128, __int128>> span(const View &v) {
-    __int128 lo = 0, hi = 0;
-    for (std::size_t i = 0; i < v.shape.size(); ++i) {
-        const __int128 reach = static_cast<__int128>(v.shape[i] - 1) * v.strides[i];
-        (reach < 0 ? lo : hi) += reach;
-    }
-    const __int128 limit = static_cast<__int128>(INT64_MAX);
-    if (lo < -limit || hi > limit) return std::nullopt;
-    return std::make_pair(lo, hi);
-}
-
-std::int64_t count(const View &v) {
-    std::int64_t n = 1;
-    for (const auto extent : v.shape) {
-        if (extent <= 0) return 0;
-        n *= extent;
-    }
-    return n;
-}
-
-bool malformed(const View &v) {
-    for (const auto extent : v.shape) {
-        if (extent < 0) return true;
-    }
-    return !known(v.dtype) || v.shape.size() > 8;
-}
-
-// Whether the call may be made: every element the view names lies in the arena, or the view is
-// one the library refuses by its stated rules whatever its pointer (malformed, a stride or
-// offset past its limits). Any other view points outside memory the caller owns.
-bool callable(const View &v) {
-    if (malformed(v) || count(v) == 0 || v.null) return true;
-    for (std::size_t i = 0; i < v.shape.size(); ++i) {
-        if (v.shape[i] > 1 && (v.strides[i] >= kHuge || v.strides[i] <= -kHuge)) return true;
-    }
-    const auto range = span(v);
-    if (!range) return true;
-    const __int128 elem = static_cast<__int128>(bytes_of(v.dtype));
-    return v.offset + range->first * elem >= 0 && v.offset + (range->second + 1) * elem <= kArenaBytes;
-}
-
-magi2norm_tensor tensor_of(const View &v, unsigned char *arena) {
-    magi2norm_tensor t{};
-    t.data = v.null ? nullptr : arena + v.offset;
-    t.dtype = v.dtype;
-    t.rank = static_cast<int>(v.shape.size());
-    t.shape = v.shape.data();
-    t.strides = v.given_strides ? v.strides.data() : nullptr;
-    t.memory = MAGI2NORM_MEMORY_HOST;
-    return t;
-}
-
-magi2norm::DType dtype_of(magi2norm_dtype dtype) { return static_cast<magi2norm::DType>(dtype); }
 
 // out's elements match the reference of x's (read from `before`, the arena as the call found
 // it), and every other byte of the arena is as it was.
@@ -143,11 +42,7 @@ void check_result(const ref::Params &params, const ref::HostTensor &weight, cons
                                               : ref::gate3_within_local_ulp(actual, y32.cast(dtype_of(out.dtype)).view());
     if (!gate) fuzz::finding(std::string("out differs from the reference: ") + gate.message());
     std::vector<bool> written(kArenaBytes, false);
-    ref::for_each_index(out.shape, [&](const Shape &index) {
-        std::int64_t offset = 0;
-        for (std::size_t i = 0; i < index.size(); ++i) offset += index[i] * out.strides[i];
-        for (std::size_t b = 0; b < bytes_of(out.dtype); ++b) written[out.offset + offset * bytes_of(out.dtype) + b] = true;
-    });
+    mark_elements(out, written);
     for (std::int64_t b = 0; b < kArenaBytes; ++b) {
         if (!written[b] && arena[b] != before[b]) fuzz::finding("a byte outside out changed at " + std::to_string(b));
     }
@@ -219,12 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     }
     // The arena's bytes from a seed: any bit patterns, NaN and Inf included, which the
     // reference and the gates handle.
-    std::vector<unsigned char> arena(kArenaBytes);
-    std::uint32_t state = 0x9e3779b9u ^ static_cast<std::uint32_t>(in.in(0, 65535));
-    for (auto &b : arena) {
-        state = state * 1664525u + 1013904223u;
-        b = static_cast<unsigned char>(state >> 24);
-    }
+    std::vector<unsigned char> arena = arena_of(static_cast<std::uint32_t>(in.in(0, 65535)));
     const std::vector<unsigned char> before = arena;
     const magi2norm_tensor xt = tensor_of(x, arena.data()), ot = tensor_of(out, arena.data());
     const magi2norm_grouping *g = no_grouping ? nullptr : &grouping;
@@ -243,10 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     magi2norm_norm_destroy(norm);
 
     if (status != MAGI2NORM_OK) {
-        if (status == MAGI2NORM_ERROR_INTERNAL || std::strcmp(magi2norm_status_name(status), "unknown") == 0) {
-            fuzz::finding(std::string("refused without a named error: ") + magi2norm_last_error());
-        }
-        if (arena != before) fuzz::finding(std::string("a refused call wrote: ") + magi2norm_last_error());
+        check_refusal(status, arena, before);
         return 0;
     }
     const magi2norm_dtype resolved = known(call_out) ? call_out : known(config_out) ? config_out : x.dtype;

@@ -5,8 +5,6 @@
 // over the page; strided, reversed, broadcast and folded layouts take their own paths. Every
 // result is checked against the reference, and the cases each family ran are counted.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -14,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "guarded_memory.hpp"
+#include "fault_report.hpp"
+#include "guarded_view.hpp"
 #include "norm_case.hpp"
 #include "random_values.hpp"
 #include "reference/gates.hpp"
@@ -37,58 +36,15 @@ struct Case {
     bool by_ids = false;
 };
 
-// The case running now, for the fault handler (which may only write).
-char running[512] = "";
-
-void report_fault(int signal) {
-    const char prefix[] = "\nguard page touched (a read or write past a view) in case: ";
-    (void)!write(2, prefix, sizeof prefix - 1);
-    (void)!write(2, running, std::strlen(running));
-    (void)!write(2, "\n", 1);
-    ::signal(signal, SIG_DFL);
-    raise(signal);
-}
-
-// The bytes [lo, hi) of a view's elements around its element 0.
-void byte_range(const ref::Shape &shape, const ref::Shape &strides, DType dtype, std::int64_t &lo, std::int64_t &hi) {
-    lo = 0;
-    hi = 1;
-    for (std::size_t i = 0; i < shape.size(); ++i) (strides[i] < 0 ? lo : hi) += strides[i] * (shape[i] - 1);
-    const auto size = static_cast<std::int64_t>(ref::element_size(dtype));
-    lo *= size;
-    hi *= size;
-}
-
-// A view of `values` (dense, row-major) laid out with `strides` in guarded memory.
-struct GuardedView {
-    GuardedView(const ref::HostTensor &values, const ref::Shape &strides_or_empty, Side side)
-        : strides(strides_or_empty.empty() ? ref::row_major_strides(values.shape()) : strides_or_empty) {
-        std::int64_t lo = 0, hi = 0;
-        byte_range(values.shape(), strides, values.dtype(), lo, hi);
-        memory = std::make_unique<GuardedMemory>(lo, hi, side);
-        const auto size = static_cast<std::int64_t>(ref::element_size(values.dtype()));
-        ref::for_each_offset_pair(values.shape(), strides, ref::row_major_strides(values.shape()),
-                                  [&](std::int64_t, std::int64_t at, std::int64_t from) {
-                                      std::memcpy(memory->element0() + at * size, static_cast<const unsigned char *>(values.data()) + from * size,
-                                                  static_cast<std::size_t>(size));
-                                  });
-        view = magi2norm::TensorView(memory->element0(), values.dtype(), values.shape(), strides);
-    }
-    ref::Shape strides;
-    std::unique_ptr<GuardedMemory> memory;
-    magi2norm::TensorView view;
-};
-
 class Guard : public testing::Test {
 protected:
-    void SetUp() override { previous_ = ::signal(SIGSEGV, report_fault); }
-    void TearDown() override { ::signal(SIGSEGV, previous_); }
+    FaultReport fault_report_;
 
     // Runs `c` with every view against a guard page on `side`, on `backend`, and checks the result.
     void run(const Case &c, Side side, Backend backend) {
         const std::string name = c.what + (side == Side::first ? ", first bytes" : ", last bytes") + " on " +
                                  magi2norm::backend_name(backend);
-        std::snprintf(running, sizeof running, "%s", name.c_str());
+        set_running_case(name);
         SCOPED_TRACE(name);
         const std::int64_t D = c.shape.back(), M = c.num_modality, T = c.shape[0];
         magi2norm::NormConfig config;
@@ -144,7 +100,6 @@ protected:
 
     Rng rng_{41};
     std::map<std::string, int> cases_;
-    void (*previous_)(int) = nullptr;
 };
 
 // Rows of the element form: tails shorter than any vector (D = 1, 7), odd tails (33, 100, 777),
