@@ -7,7 +7,9 @@ interleaved rounds. Passes and rows:
   formula eager (`formula eager`) and under torch.compile (`formula inductor`);
 - backward: the library's backward alone (`library`), its bytes x and dy read and dx written.
 
-Each row: the median time, the rate (the bytes the pass must move, over its time), its fraction
+Each row, in each round, is called once before it is timed, so that it meets the caches as its
+own call leaves them, and each round starts at another row, so that none always follows the copy. Each row:
+the median time, the rate (the bytes the pass must move, over its time), its fraction
 of this machine's copy bandwidth (`dst.copy_(src)` of 256 MiB in the same rounds, read + write),
 and the time of the module over the row's (a speedup above 1). Prints a Markdown table.
 
@@ -17,6 +19,7 @@ and the time of the module over the row's (a speedup above 1). Prints a Markdown
 import argparse
 import statistics
 import subprocess
+import sys
 import time
 
 import torch
@@ -139,7 +142,9 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     src, dst = torch.ones(256 << 20, dtype=torch.uint8), torch.empty(256 << 20, dtype=torch.uint8)
-    lines = [f"Machine: {machine()}; torch {torch.__version__}, {a.threads} threads (torch's and the library's "
+    lines = [f"# The PyTorch package against PyTorch ({time.strftime('%Y-%m-%d')})", "",
+             "`.venv/bin/python benchmarks/torch_norms.py " + " ".join(sys.argv[1:]) + "`", "",
+             f"Machine: {machine()}; torch {torch.__version__}, {a.threads} threads (torch's and the library's "
              f"pool); {a.rounds} interleaved rounds, medians. GB/s decimal over the bytes the pass must move "
              "(forward: x, y; forward+backward: also x, dy, dx; backward: x, dy, dx); `of copy`: over "
              "`dst.copy_(src)` of 256 MiB timed in the same rounds (read + write); `module speedup`: "
@@ -157,10 +162,13 @@ def main():
                         call()  # warm: compile, fault the pages in, fill the pool
                     samples = {k: [] for k in calls}
                     copies = []
-                    for _ in range(a.rounds):
+                    names = list(calls)
+                    for r in range(a.rounds):
                         copies.append(timed(lambda: dst.copy_(src)))
-                        for k, call in calls.items():
-                            samples[k].append(timed(call))
+                        # Each round starts at another row, so that none always follows the copy.
+                        for k in names[r % len(names):] + names[:r % len(names)]:
+                            calls[k]()  # each row timed in the state its own call leaves, not its predecessor's
+                            samples[k].append(timed(calls[k]))
                     copy_rate = 2 * src.nbytes / statistics.median(copies)
                     med = {k: statistics.median(v) for k, v in samples.items()}
                     for k, seconds in med.items():

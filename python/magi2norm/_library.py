@@ -30,6 +30,12 @@ def cuda_available() -> bool:
     return _extension.cuda_available()
 
 
+def last_variant() -> str:
+    """The library variant the calling thread's last call ran, e.g.
+    "magi2_norm_cpu_paired_streaming_bf16_bf16" (magi2norm.hpp, last_variant)."""
+    return _extension.last_variant()
+
+
 def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A new contiguous output: pooled on the CPU when large, else torch's."""
     if device.type == "cpu":

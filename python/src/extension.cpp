@@ -131,5 +131,7 @@ NB_MODULE(_extension, m) {
     }, "A DLPack capsule of a new C-contiguous CPU tensor in a pooled block (output_pool.hpp)");
     m.def("release_pool", &magi2norm_python::release_pool);
     m.def("pooled_bytes", &magi2norm_python::pooled_bytes);
+    m.def("last_variant", [] { return std::string(magi2norm::last_variant()); },
+          "The library variant the calling thread's last kernel ran");
     m.def("cuda_available", [] { return magi2norm::backend_available(magi2norm::Backend::cuda); });
 }
