@@ -3,6 +3,7 @@ norm kept per weight so that a call does not remake the scale (float32(W(w + 1))
 from __future__ import annotations
 
 import collections
+import math
 import weakref
 
 import torch
@@ -38,12 +39,8 @@ def last_variant() -> str:
 
 def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A new contiguous output: pooled on the CPU when large, else torch's."""
-    if device.type == "cpu":
-        elements = 1
-        for extent in shape:
-            elements *= extent
-        if elements * dtype.itemsize >= _POOL_MIN_BYTES:
-            return torch.from_dlpack(_extension.pooled_tensor(list(shape), *_DLPACK_TYPES[dtype]))
+    if device.type == "cpu" and math.prod(shape) * dtype.itemsize >= _POOL_MIN_BYTES:
+        return torch.from_dlpack(_extension.pooled_tensor(list(shape), *_DLPACK_TYPES[dtype]))
     return torch.empty(shape, dtype=dtype, device=device)
 
 
@@ -97,23 +94,23 @@ def _grouping(x: torch.Tensor, group_sizes, modality_ids) -> tuple:
 _NO_GROUPING = (_GROUPING_NONE, 0, 0, None)
 
 
+def _run(call, x, views):
+    """`call` (a Norm's forward or backward) on the described views, on x's device: CUDA on the
+    current stream of x's device, with that device current."""
+    if x.device.type == "cuda":
+        with torch.cuda.device(x.device):
+            call(*views, True, torch.cuda.current_stream(x.device).cuda_stream)
+    else:
+        call(*views, False, 0)
+
+
 def forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out):
     kind, pointer, count, _held = _grouping(x, group_sizes, modality_ids)
     norm = _norm(weight, dim, eps, num_modality, num_patterns)
-    if x.device.type == "cuda":
-        with torch.cuda.device(x.device):
-            norm.forward(*_describe(x), *_describe(out), kind, pointer, count, True,
-                         torch.cuda.current_stream(x.device).cuda_stream)
-    else:
-        norm.forward(*_describe(x), *_describe(out), kind, pointer, count, False, 0)
+    _run(norm.forward, x, (*_describe(x), *_describe(out), kind, pointer, count))
 
 
 def backward(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, dx, dweight):
     kind, pointer, count, _held = _grouping(x, group_sizes, modality_ids)
     norm = _norm(weight, dim, eps, num_modality, num_patterns)
-    views = (*_describe(x), *_describe(dy), *_describe(dx), *_describe(dweight), kind, pointer, count)
-    if x.device.type == "cuda":
-        with torch.cuda.device(x.device):
-            norm.backward(*views, True, torch.cuda.current_stream(x.device).cuda_stream)
-    else:
-        norm.backward(*views, False, 0)
+    _run(norm.backward, x, (*_describe(x), *_describe(dy), *_describe(dx), *_describe(dweight), kind, pointer, count))

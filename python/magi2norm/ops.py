@@ -11,8 +11,8 @@ in any token order), so that new sizes never recompile a compiled graph. Torch a
 output; on CUDA the library runs on the current stream of the input's device.
 
 Eager calls take `EagerNorm`, an autograd.Function over the same kernels: a custom op's Python
-dispatch with autograd costs about 40 us a call on a 2-vCPU VM, the Function about 5
-(benchmarks/torch_norms.py, T = 16), which a decode step's norm would feel.
+dispatch with autograd cost about 40 us a call on the AMD EPYC VM (2 vCPUs), the Function about
+8 (timed in loops of calls at T = 16), which a decode step's norm would feel.
 """
 from __future__ import annotations
 
@@ -84,20 +84,20 @@ def _backward_fake(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modal
 _NO_GRADIENTS = (None,) * 7  # group_sizes, modality_ids and the five parameters
 
 
-def _setup_context(ctx, inputs, output):
-    x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, _ = inputs
+def _save(ctx, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns):
     ctx.save_for_backward(x, weight, group_sizes, modality_ids)
     ctx.parameters = (dim, eps, num_modality, num_patterns)
 
 
-def _forward_gradient(ctx, dy):
+def _gradients(ctx, dy, backward_call):
+    """The forward's gradients by `backward_call`: the backward op, or its kernel when eager."""
     x, weight, group_sizes, modality_ids = ctx.saved_tensors
-    dx, dweight = torch.ops.magi2norm.backward(_dy_for_library(dy, x), x, weight, group_sizes, modality_ids,
-                                               *ctx.parameters)
+    dx, dweight = backward_call(_dy_for_library(dy, x), x, weight, group_sizes, modality_ids, *ctx.parameters)
     return (dx, dweight) + _NO_GRADIENTS
 
 
-torch.library.register_autograd("magi2norm::forward", _forward_gradient, setup_context=_setup_context)
+torch.library.register_autograd("magi2norm::forward", lambda ctx, dy: _gradients(ctx, dy, torch.ops.magi2norm.backward),
+                                setup_context=lambda ctx, inputs, output: _save(ctx, *inputs[:-1]))
 
 
 class EagerNorm(torch.autograd.Function):
@@ -105,12 +105,9 @@ class EagerNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out_dtype):
-        ctx.save_for_backward(x, weight, group_sizes, modality_ids)
-        ctx.parameters = (dim, eps, num_modality, num_patterns)
+        _save(ctx, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns)
         return forward_kernel(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out_dtype)
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight, group_sizes, modality_ids = ctx.saved_tensors
-        dx, dweight = backward_kernel(_dy_for_library(dy, x), x, weight, group_sizes, modality_ids, *ctx.parameters)
-        return (dx, dweight) + _NO_GRADIENTS
+        return _gradients(ctx, dy, backward_kernel)
