@@ -5,7 +5,8 @@ interleaved rounds. Passes and rows:
   torch.empty instead of the package's pool (`module, torch.empty`), the extension called
   straight with outputs made once (`library`: the C++ library with no torch layer), the upstream
   formula eager (`formula eager`) and under torch.compile (`formula inductor`);
-- backward: the library's backward alone (`library`), its bytes x and dy read and dx written.
+- backward: the library's backward alone from the forward's inverse RMS (`library`) and from its
+  own row sums (`library, own sums`), its bytes x and dy read and dx written.
 
 Each row, in each round, is called once before it is timed, so that it meets the caches as its
 own call leaves them, and each round starts at another row, so that none always follows the copy. Each row:
@@ -92,15 +93,18 @@ def case_calls(name, t, m, pass_name):
     weight = module.weight
     dispatcher = type("Dispatcher", (), {"group_size": sizes})() if m > 1 else None
     out, dx, dweight = torch.empty((t, *row), dtype=out_dtype), torch.empty_like(x), torch.empty_like(weight)
+    inverse_rms = torch.empty((t, *row[:-1]), dtype=torch.float32)
+    _library.forward(x, weight, sizes, None, dim, 1e-6, m, 1, out, inverse_rms)
 
-    def library_forward():
-        _library.forward(x, weight, sizes, None, dim, 1e-6, m, 1, out)
+    def library_forward(training):
+        _library.forward(x, weight, sizes, None, dim, 1e-6, m, 1, out, inverse_rms if training else None)
 
-    def library_backward():
-        _library.backward(dy, x, weight, sizes, None, dim, 1e-6, m, 1, dx, dweight)
+    def library_backward(saved=inverse_rms):
+        _library.backward(dy, x, weight, sizes, None, dim, 1e-6, m, 1, dx, dweight, saved)
 
     if pass_name == "backward":
-        return {"library": library_backward}, x.nbytes + dy.nbytes + dx.nbytes
+        return ({"library": library_backward, "library, own sums": lambda: library_backward(None)},
+                x.nbytes + dy.nbytes + dx.nbytes)
 
     def run(fn, context=None):
         def call():
@@ -115,7 +119,8 @@ def case_calls(name, t, m, pass_name):
         return call
 
     def library_both():
-        library_forward()
+        # Training writes the inverse RMS for the backward, as the module does under autograd.
+        library_forward(pass_name != "forward")
         if pass_name != "forward":
             library_backward()
 

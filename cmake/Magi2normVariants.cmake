@@ -178,14 +178,16 @@ function(_magi2norm_library_objects name targets list_var)
 endfunction()
 
 # magi2norm_add_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...> [FAMILY <name>]
-#                        [FORM paired_words|one_row] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
+#                        [FORM paired_words|one_row|inverse_rms] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
 #                        [DTYPES <in> <out>] [CLASS <n> <dim_min> <dim_max> <bytes_min> <bytes_max>]
 #                        [PARAMS <generator params...>] [CROSS <runtime>] [PTX])
 # One variant family, described once: its variants (one per dtype pair, or the one pair DTYPES)
 # and their lines in the runtime's table. The family is named FAMILY (default: the backend,
 # "cuda<nn>" for CUDA), plus "_t<n>" for class n of a tuning record, "_paired" for the paired-word
 # form of BF16 -> BF16 (generators/magi2_norm_generator.cpp, define_paired_words; other DTYPES
-# make no variant of it), "_row" for the one-row form (calls of one dense row: one_row) and
+# make no variant of it), "_row" for the one-row form (calls of one dense row: one_row),
+# "_inverse_rms" for the training form (the element form that also writes each row's inverse RMS:
+# writes_inverse_rms) and
 # "_streaming" for outputs written with streaming stores, aligned to MAGI2NORM_STREAMING_ALIGNMENT
 # bytes (x86 targets, at least two; _magi2norm_streaming_library).
 # COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times 10, that the variants run on.
@@ -257,8 +259,14 @@ function(magi2norm_add_variants)
         endif ()
         set(family ${family}_row)
         list(APPEND ARG_PARAMS one_row=true)
+    elseif (ARG_FORM STREQUAL "inverse_rms")
+        if (alignment)
+            message(FATAL_ERROR "magi2norm_add_variants: the inverse_rms form has ordinary stores")
+        endif ()
+        set(family ${family}_inverse_rms)
+        list(APPEND ARG_PARAMS writes_inverse_rms=true)
     elseif (NOT ARG_FORM STREQUAL "elements")
-        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words or one_row, not ${ARG_FORM}")
+        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row or inverse_rms, not ${ARG_FORM}")
     endif ()
     if (alignment)
         set(family ${family}_streaming)

@@ -1,6 +1,7 @@
 // The backward of the MAGI-2 multi-modality RMSNorm (../shared/SPEC.md, "Backward"), per row:
 //
-//   inv      = the forward's inverse RMS, from the same row sum (norm_pieces.h), bit for bit
+//   inv      = the forward's inverse RMS, from the same row sum (norm_pieces.h), bit for bit, or
+//              the forward's own where the runtime passes it (`inverse_rms`, given): the same bits
 //   n        = xf * inv
 //   g        = float32(dy) * scale[d, h]
 //   dx32     = inv * (g - n * mean_d(g * n))      (the row sum of g * n as the forward's sum)
@@ -55,6 +56,9 @@ public:
         const bool gpu = get_target().has_gpu_feature();
         x = add_input<Buffer<>>("x", element_type(in_type), 4);
         dy = add_input<Buffer<>>("dy", element_type(dy_type), 4);
+        // The forward's inverse RMS of each dy row (h, a, t), read where `inverse_rms_given`;
+        // otherwise any readable view (the runtime's: one float at stride 0).
+        saved_inverse_rms = add_input<Buffer<float>>("inverse_rms", 3);
         scale = add_input<Buffer<float>>("scale", gpu ? 3 : 2);
         if (gpu) {
             token_modality = add_input<Buffer<int32_t>>("token_modality", 1);
@@ -65,6 +69,7 @@ public:
         heads_per_pattern = add_input<int32_t>("heads_per_pattern");
         block_tokens = add_input<int32_t>("block_tokens");
         eps = add_input<float>("eps");
+        inverse_rms_given = add_input<bool>("inverse_rms_given");
         // On GPUs the partials first: Halide launches the outputs' kernels in this order, so an
         // in-place dx over dy overwrites dy after the partials have read it.
         // The partials: FP64 on GPUs, FP32 on CPUs (the runtime widens them).
@@ -94,6 +99,10 @@ public:
         gx(d, h, a, t) = g(d, h, a, t) * xf(d, h, a, t);
         // sum_d g * n = inv * sum_d g * x: the second sum needs no inverse RMS, so it is taken in
         // the same pass as the sum of squares (a Tuple on CPUs; the GPUs' are their own kernels).
+        // With the forward's inverse RMS given, pass 1 sums g * x alone (the same sum, so the same
+        // bits); the sums of squares are then not computed (Halide guards a stage by the select
+        // that uses it).
+        Expr given = *inverse_rms_given;
         Expr sum_squares, sum_gx;
         if (gpu) {
             RowSum squares = gpu_row_sum(square, dim, steps, "sum_squares");
@@ -108,11 +117,14 @@ public:
             RowSum sums = cpu_row_sums({square, gx}, dim, steps, s.lane, "row_sums");
             s.sum_squares = sums.sum;
             s.sum_squares_lanes = sums.lane_sums;
+            RowSum gxs = cpu_row_sum(gx, dim, steps, s.lane, "sum_gx");
+            s.sum_gx = gxs.sum;
+            s.sum_gx_lanes = gxs.lane_sums;
             sum_squares = s.sum_squares(h, a, t)[0];
-            sum_gx = s.sum_squares(h, a, t)[1];
+            sum_gx = select(given, s.sum_gx(h, a, t), s.sum_squares(h, a, t)[1]);
         }
         s.inv_rms = Func("inv_rms");
-        s.inv_rms(h, a, t) = inverse_rms(sum_squares, dim, *eps);
+        s.inv_rms(h, a, t) = select(given, (*saved_inverse_rms)(h, a, t), inverse_rms(sum_squares, dim, *eps));
         Func n("n");
         n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
         s.mean_gn = Func("mean_gn");
@@ -197,6 +209,7 @@ public:
         // strides, and unknown strides vectorize as gathers.
         for (auto *b : {x, dy}) b->dim(0).set_stride(1);
         dx->dim(0).set_stride(1);
+        saved_inverse_rms->dim(0).set_stride(Expr());
         scale->dim(1).set_stride(Expr());
         if (gpu) {
             for (auto *table : {token_modality, token_order, block_first}) table->dim(0).set_stride(1);
@@ -233,6 +246,8 @@ private:
     }
 
     GeneratorInput<Buffer<>> *x = nullptr, *dy = nullptr;
+    GeneratorInput<Buffer<float>> *saved_inverse_rms = nullptr;
+    GeneratorInput<bool> *inverse_rms_given = nullptr;
     GeneratorInput<Buffer<float>> *scale = nullptr;
     GeneratorInput<Buffer<int32_t>> *token_modality = nullptr, *token_order = nullptr, *block_first = nullptr;  // GPUs
     GeneratorInput<int32_t> *heads_per_dx_row = nullptr, *heads_per_pattern = nullptr, *block_tokens = nullptr;

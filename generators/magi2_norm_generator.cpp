@@ -53,6 +53,10 @@ public:
     // and scale is the row's modality's [D, 1, 1] block, picked by the runtime, so a call of
     // one row (a decode step's) unpacks no strides, grouping or modality.
     GeneratorParam<bool> one_row{"one_row", false};
+    // The training form of the element form: a second output, each row's inverse RMS (FP32, the
+    // `inv` the normalization multiplies by, bit for bit), which the backward may take instead
+    // of summing the row's squares again.
+    GeneratorParam<bool> writes_inverse_rms{"writes_inverse_rms", false};
     // The schedules' knobs (schedules/knobs.def): cpu_vector_width, ..., gpu_unroll; the runtime's
     // knobs are not the generator's.
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
@@ -79,6 +83,7 @@ public:
         for (int m = 1; m < kMaxGroups; ++m) group_starts.push_back(add_input<int32_t>("group_start_" + std::to_string(m)));
         eps = add_input<float>("eps");
         out = add_output<Buffer<>>("out", buffer_type(out_type), 4);
+        if (writes_inverse_rms) inverse_rms_out = add_output<Buffer<float>>("inverse_rms", 3);
     }
 
     void generate() {
@@ -117,6 +122,12 @@ public:
             define_elements(s);
         }
         *out = s.output;  // NOLINT: Output<Buffer> assignment from a Func
+        if (writes_inverse_rms) {
+            if (paired_words || one_row) throw CompileError("writes_inverse_rms is a form of the element form");
+            s.inverse_rms = Func("inverse_rms");
+            s.inverse_rms(s.h, s.a, s.t) = s.inv_rms(s.h, s.a, s.t);
+            *inverse_rms_out = s.inverse_rms;  // NOLINT: Output<Buffer> assignment from a Func
+        }
         set_layout();
 
         s.input = *x;
@@ -144,6 +155,7 @@ private:
     std::vector<GeneratorInput<int32_t> *> group_starts;  // cu[1 .. kMaxGroups - 1]
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *out = nullptr;
+    GeneratorOutput<Buffer<float>> *inverse_rms_out = nullptr;  // (h, a, t), the training form's
 
     schedules::CpuKnobs cpu_knobs() const {
         schedules::CpuKnobs k;
@@ -267,6 +279,12 @@ private:
         if (!paired_words) {
             x->dim(0).set_stride(Expr());
             out->dim(0).set_stride(Expr());
+            // The inverse RMS: the output's rows (its bounds, so that the two outputs' fused
+            // loops are one), at any strides.
+            if (inverse_rms_out) {
+                for (int i = 0; i < 3; ++i) inverse_rms_out->dim(i).set_bounds(out->dim(i + 1).min(), out->dim(i + 1).extent());
+                inverse_rms_out->dim(0).set_stride(Expr());
+            }
             return;
         }
         Expr words = x->dim(0).extent();
@@ -308,6 +326,7 @@ private:
         }
         eps->set_estimate(1e-6f);
         out->set_estimates({{0, row}, {0, rows}, {0, 1}, {0, tokens}});
+        if (inverse_rms_out) inverse_rms_out->set_estimates({{0, rows}, {0, 1}, {0, tokens}});
     }
 };
 

@@ -35,6 +35,10 @@ void schedule_cpu_backward(BackwardStages &s, const Target &target) {
     s.mean_gn.compute_at(s.partials, tile);
     s.sum_squares_lanes.compute_at(s.sum_squares, s.h).vectorize(s.lane);
     s.sum_squares_lanes.update().vectorize(s.lane);
+    // With the forward's inverse RMS given, the pass over the tile sums g * x alone.
+    s.sum_gx.compute_at(s.partials, tile);
+    s.sum_gx_lanes.compute_at(s.sum_gx, s.h).vectorize(s.lane);
+    s.sum_gx_lanes.update().vectorize(s.lane);
 
     // The K rows' sum of a vector (singleton-head broadcasting) stays in a register beside its dx
     // vector; variants of one row (K = 1) have no sum, whose loop spilled dx's pointers.

@@ -104,8 +104,12 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     // writes. Halide emits prefetchnta, which slows calls whose input is in cache: hence the size
     // threshold. Their tasks are larger (a task's first row has no prefetch), and their last task
     // shifts back: under a guarded tail Halide drops the prefetch's token offset.
+    // The training form's second output fuses with the output's loops (below), so every case
+    // splits the tokens as its one loop nest does: the tasks of task_bytes, the last guarded.
+    const bool fused = s.inverse_rms.defined();
     Stage from_memory = s.output.specialize(from_memory_only ? contiguous : contiguous && bytes >= knobs.prefetch_bytes);
-    over_tasks(from_memory, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true);
+    over_tasks(from_memory, fused ? knobs.task_bytes : knobs.memory_task_bytes,
+               fused ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards, true);
     if (s.in_bytes < s.out_bytes) {
         // FP32 outputs of 16-bit inputs prefetch at the loop over vectors of an explicit split:
         // at the vectorized d the prefetch address carries the shifted-inwards index (5 of 14
@@ -118,8 +122,9 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
         from_memory.vectorize(s.d, vec, TailStrategy::ShiftInwards)
             .prefetch(s.input, s.d, t_in, 1, PrefetchBoundStrategy::NonFaulting);
     }
-    // Every other call guards its last task, which computes no row twice.
-    if (!from_memory_only) {
+    // Every other call guards its last task, which computes no row twice. (The training form's
+    // loops are parallel in every case: one loop nest.)
+    if (!from_memory_only && !fused) {
         Stage serial = s.output.specialize(one_task);
         over_tasks(serial, knobs.task_bytes, TailStrategy::GuardWithIf, false);
         serial.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
@@ -127,6 +132,12 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     over_tasks(s.output, knobs.task_bytes, TailStrategy::GuardWithIf, true);
     // With from_memory_only the condition is the one above; Halide would vectorize it twice.
     if (!from_memory_only) s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
+    // The training form writes each row's inverse RMS in the output's loops, where the row's
+    // value is computed: a loop nest of its own would sum every row's squares a second time.
+    if (fused) {
+        over_tasks(s.inverse_rms, knobs.task_bytes, TailStrategy::GuardWithIf, true);
+        s.inverse_rms.compute_with(s.output, h_row);
+    }
     s.lane_sums.vectorize(s.lane);
     s.lane_sums.update().specialize(s.x_inner_stride == 1).vectorize(s.lane);
 }

@@ -7,6 +7,13 @@ namespace magi2norm::schedules {
 using namespace Halide;
 
 void schedule_gpu(NormStages &s, const GpuKnobs &knobs, const Target &) {
+    // The training form's inverse RMS reads its own copies of the row sum and inverse RMS (below),
+    // cloned before any of the output's directives apply to them.
+    Func inv, sum;
+    if (s.inverse_rms.defined()) {
+        inv = s.inv_rms.clone_in(s.inverse_rms);
+        sum = s.sum_squares.clone_in(inv);
+    }
     const int threads = knobs.threads;
     const int rows = knobs.rows_per_block;
     // Halide emits vector loads only where it can prove 16-byte alignment, which arbitrary
@@ -56,6 +63,20 @@ void schedule_gpu(NormStages &s, const GpuKnobs &knobs, const Target &) {
     // the second read hits L1) in a register; the shares meet in shared memory.
     if (s.sum_steps != 1) throw CompileError("the GPU schedule reduces single squares: generate GPU variants with sum_steps=1");
     schedule_gpu_row_sum(s.sum_squares, s.blocks, row_threads, vec, unroll, LoopLevel(s.output, t_block), s.t);
+
+    // The training form's inverse RMS: a kernel of its own over the same token blocks, whose
+    // copies of the row sum and inverse RMS reduce as the output's do (same threads, steps and
+    // order: the same bits). GPU loops cannot fuse across two outputs' kernels; the second read
+    // of each row is the price.
+    if (s.inverse_rms.defined()) {
+        s.inverse_rms.split(s.t, t_block, t_row, rows_per_block, TailStrategy::ShiftInwards)
+            .reorder(t_row, t_block, s.h, s.a)
+            .gpu_blocks(t_block, s.h, s.a)
+            .gpu_threads(t_row);
+        inv.compute_at(s.inverse_rms, t_block);
+        sum.compute_at(s.inverse_rms, t_block);
+        schedule_gpu_row_sum(sum, s.blocks, row_threads, vec, unroll, LoopLevel(s.inverse_rms, t_block), s.t);
+    }
 }
 
 }  // namespace magi2norm::schedules

@@ -21,6 +21,8 @@ struct NormStages {
                                // words: each lane's FP64 sum, an update over `blocks`
     Halide::Var lane{"lane"}, odd{"odd"};  // lane_sums' lane variables (odd: paired words)
     Halide::Func inv_rms;      // (h, a, t): 1 / sqrt(mean square + eps)
+    Halide::Func inverse_rms;  // (h, a, t): inv_rms as the training form's second output;
+                               // undefined in the other forms
     Halide::Func modality;     // (t): the scale block of token t
     Halide::RDom blocks;       // the blocks that cover the normalized axis: (lane, block) on
                                // GPUs, (block) for the CPUs' lane_sums

@@ -104,13 +104,25 @@ def _run(call, x, views):
         call(*views, False, 0)
 
 
-def forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out):
-    kind, pointer, count, _held = _grouping(x, group_sizes, modality_ids)
-    norm = _norm(weight, dim, eps, num_modality, num_patterns)
-    _run(norm.forward, x, (*_describe(x), *_describe(out), kind, pointer, count))
+_NO_TENSOR = (0, (), ())
 
 
-def backward(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, dx, dweight):
+def _describe_float32(t) -> tuple:
+    """An FP32 tensor's (pointer, shape, strides), or none's."""
+    return _NO_TENSOR if t is None else (t.data_ptr(), tuple(t.shape), t.stride())
+
+
+def forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out, inverse_rms=None):
+    """out = the norm of x; with `inverse_rms` (FP32, out's shape without its last axis) also each
+    output row's inverse RMS, the one its values were scaled by."""
     kind, pointer, count, _held = _grouping(x, group_sizes, modality_ids)
     norm = _norm(weight, dim, eps, num_modality, num_patterns)
-    _run(norm.backward, x, (*_describe(x), *_describe(dy), *_describe(dx), *_describe(dweight), kind, pointer, count))
+    _run(norm.forward, x, (*_describe(x), *_describe(out), *_describe_float32(inverse_rms), kind, pointer, count))
+
+
+def backward(dy, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, dx, dweight, inverse_rms=None):
+    """dx and dweight from dy; with the forward's `inverse_rms` the rows' squares are not summed again."""
+    kind, pointer, count, _held = _grouping(x, group_sizes, modality_ids)
+    norm = _norm(weight, dim, eps, num_modality, num_patterns)
+    _run(norm.backward, x, (*_describe(x), *_describe(dy), *_describe_float32(inverse_rms), *_describe(dx),
+                            *_describe(dweight), kind, pointer, count))

@@ -54,12 +54,12 @@ def multi_modality_rms_norm(x: torch.Tensor, weight: torch.Tensor, dim: int, eps
             x = x.unsqueeze(0)  # upstream's [D] * [1, D] is [1, D]; the library keeps rank 1
         if torch.compiler.is_compiling():
             return torch.ops.magi2norm.forward(x, weight, group_sizes, modality_ids, dim, float(eps), num_modality,
-                                               num_patterns, out_dtype)
+                                               num_patterns, out_dtype)[0]
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
             return ops.EagerNorm.apply(x, weight, group_sizes, modality_ids, dim, float(eps), num_modality,
                                        num_patterns, out_dtype)
         # Nothing to differentiate: the kernel alone (the Function costs about 8 us a call).
         return ops.forward_kernel(x, weight, group_sizes, modality_ids, dim, float(eps), num_modality, num_patterns,
-                                  out_dtype)
+                                  out_dtype, with_inverse_rms=False)[0]
     return formula.multi_modality_rms_norm(x, weight, dim, eps, num_modality, num_patterns, out_dtype,
                                            group_sizes, modality_ids)

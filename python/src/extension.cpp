@@ -67,8 +67,10 @@ public:
         : norm_(magi2norm::NormConfig{dim, static_cast<float>(eps), num_modality, num_patterns, std::nullopt},
                 view(weight, weight_dtype, std::move(weight_shape), std::move(weight_strides), Device{})) {}
 
+    // `inverse_rms` 0: the forward alone; else also each row's inverse RMS (FP32) there.
     void forward(std::uintptr_t x, int x_dtype, Shape x_shape, Shape x_strides, std::uintptr_t out, int out_dtype,
-                 Shape out_shape, Shape out_strides, int grouping_kind, std::uintptr_t grouping, std::int64_t grouping_count,
+                 Shape out_shape, Shape out_strides, std::uintptr_t inverse_rms, Shape inverse_rms_shape,
+                 Shape inverse_rms_strides, int grouping_kind, std::uintptr_t grouping, std::int64_t grouping_count,
                  bool cuda, std::uintptr_t stream) const {
         const Device device{cuda, stream};
         const magi2norm::TensorView xv = view(x, x_dtype, std::move(x_shape), std::move(x_strides), device);
@@ -77,12 +79,15 @@ public:
         magi2norm::CallOptions options;
         options.out_dtype = ov.dtype;
         options.stream = device.handle();
+        if (inverse_rms != 0) options.inverse_rms = view(inverse_rms, 0, std::move(inverse_rms_shape), std::move(inverse_rms_strides), device);
         nb::gil_scoped_release unlocked;
         norm_.forward(xv, g, ov, options);
     }
 
+    // `inverse_rms` 0: the backward sums the rows' squares itself; else the forward's inverse RMS.
     void backward(std::uintptr_t x, int x_dtype, Shape x_shape, Shape x_strides, std::uintptr_t dy, int dy_dtype,
-                  Shape dy_shape, Shape dy_strides, std::uintptr_t dx, int dx_dtype, Shape dx_shape, Shape dx_strides,
+                  Shape dy_shape, Shape dy_strides, std::uintptr_t inverse_rms, Shape inverse_rms_shape,
+                  Shape inverse_rms_strides, std::uintptr_t dx, int dx_dtype, Shape dx_shape, Shape dx_strides,
                   std::uintptr_t dweight, int dweight_dtype, Shape dweight_shape, Shape dweight_strides, int grouping_kind,
                   std::uintptr_t grouping, std::int64_t grouping_count, bool cuda, std::uintptr_t stream) const {
         const Device device{cuda, stream};
@@ -94,6 +99,7 @@ public:
         magi2norm::BackwardOptions options;
         options.dx_dtype = dxv.dtype;
         options.stream = device.handle();
+        if (inverse_rms != 0) options.inverse_rms = view(inverse_rms, 0, std::move(inverse_rms_shape), std::move(inverse_rms_strides), device);
         nb::gil_scoped_release unlocked;
         norm_.backward(xv, dyv, g, dxv, dwv, options);
     }

@@ -1,6 +1,6 @@
 """CUDA tensors (skipped without a GPU; scripts/gpu_check.sh runs them where one is lent): CPU
-and CUDA within the contract, a side stream, CUDA graph capture and replay, module.to("cuda"),
-a device other than 0."""
+and CUDA within the contract, the ops' inverse RMS, a side stream, CUDA graph capture and
+replay, module.to("cuda"), a device other than 0."""
 import pytest
 import torch
 
@@ -32,6 +32,22 @@ def test_cpu_and_cuda_agree_forward_and_backward():
     yb.backward(dy.cuda())
     assert_within_one_ulp(xb.grad.cpu(), xa.grad, "dx")
     assert_close(gpu.weight.grad.cpu(), cpu.weight.grad, 1e-4, 1e-4, "dweight")
+
+
+def test_inverse_rms_on_cuda():
+    """The CUDA forward op's inverse RMS scales its FP32 output bit for bit, and the backward
+    from it gives the bits of the backward from its own row sums."""
+    x = torch.randn(48, DIM, device="cuda").to(torch.bfloat16)
+    weight = torch.randn(3 * DIM, device="cuda") * 0.3
+    sizes = torch.tensor([20, 0, 28], dtype=torch.int32)
+    y, inverse_rms = torch.ops.magi2norm.forward(x, weight, sizes, None, DIM, 1e-6, 3, 1, torch.float32)
+    scale = (weight + 1).view(3, DIM)[torch.repeat_interleave(torch.arange(3), sizes.long()).cuda()]
+    assert torch.equal(y, (x.float() * inverse_rms[:, None]) * scale)
+    dy = torch.randn(48, DIM, device="cuda").to(torch.bfloat16)
+    own = torch.ops.magi2norm.backward(dy, x, weight, None, sizes, None, DIM, 1e-6, 3, 1)
+    saved = torch.ops.magi2norm.backward(dy, x, weight, inverse_rms, sizes, None, DIM, 1e-6, 3, 1)
+    for a, b in zip(own, saved):
+        assert torch.equal(a, b)
 
 
 def test_side_stream_and_graph_replay():

@@ -29,8 +29,31 @@ def test_opcheck(dtype, grouped):
                           (x.requires_grad_(True), weight.requires_grad_(True), sizes, ids, DIM, 1e-6, 3, 1,
                            torch.float32))
     dy = torch.randn(6, DIM).t().contiguous().t()  # a transposed layout
-    torch.library.opcheck(torch.ops.magi2norm.backward.default,
-                          (dy, x.detach(), weight.detach(), sizes, ids, DIM, 1e-6, 3, 1))
+    _, inverse_rms = torch.ops.magi2norm.forward(x.detach(), weight.detach(), sizes, ids, DIM, 1e-6, 3, 1, None)
+    for saved in (None, inverse_rms):
+        torch.library.opcheck(torch.ops.magi2norm.backward.default,
+                              (dy, x.detach(), weight.detach(), saved, sizes, ids, DIM, 1e-6, 3, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_inverse_rms_is_the_one_the_output_was_scaled_by(dtype):
+    """The forward op's inverse RMS: an FP32 output is (x * inv) * scale with it, bit for bit;
+    it is within FP32 rounding of the float64 formula's; the backward gives the same bits from it
+    as from its own row sums."""
+    x, weight, sizes, ids = op_args(dtype, grouped=True)
+    y, inverse_rms = torch.ops.magi2norm.forward(x, weight, sizes, ids, DIM, 1e-6, 3, 1, torch.float32)
+    assert inverse_rms.dtype == torch.float32 and inverse_rms.shape == (6,)
+    modality = torch.repeat_interleave(torch.arange(3), sizes.long())
+    scale = (weight + 1).view(3, DIM)[modality]
+    assert torch.equal(y, (x.float() * inverse_rms[:, None]) * scale)
+    x64 = x.double()
+    oracle = 1 / torch.sqrt((x64 * x64).mean(-1).float() + 1e-6)
+    torch.testing.assert_close(inverse_rms, oracle, rtol=1e-6, atol=0)
+    dy = torch.randn(6, DIM).to(dtype)
+    own = torch.ops.magi2norm.backward(dy, x, weight, None, sizes, ids, DIM, 1e-6, 3, 1)
+    saved = torch.ops.magi2norm.backward(dy, x, weight, inverse_rms, sizes, ids, DIM, 1e-6, 3, 1)
+    for a, b in zip(own, saved):
+        assert torch.equal(a, b)
 
 
 class Counter:
@@ -98,6 +121,7 @@ def test_op_autograd_matches_the_eager_function(dtype):
     for call in (torch.ops.magi2norm.forward, magi2norm.ops.EagerNorm.apply):
         xr, wr = x.clone().requires_grad_(True), weight.clone().requires_grad_(True)
         y = call(xr, wr, sizes, ids, DIM, 1e-6, 3, 1, None)
+        y = y[0] if isinstance(y, tuple) else y  # the op's (y, inverse_rms)
         y.backward(dy)
         grads.append((y.detach(), xr.grad, wr.grad))
     for a, b in zip(*grads):

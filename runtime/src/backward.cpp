@@ -95,6 +95,10 @@ struct Geometry {
     std::int64_t heads_per_pattern = 1;       // dy rows per scale row: H with P = 1, else 1
     std::int64_t patterns = 1;                // scale rows of a modality
     std::int64_t block_tokens = 1;
+    // The forward's inverse RMS of each dy row (BackwardOptions::inverse_rms): its view (strides
+    // in p.layout.inv_stride) and data; none: the kernels sum the rows' squares.
+    std::optional<CheckedView> inverse_rms;
+    const void *inverse_rms_data = nullptr;
 };
 
 // The extent of x's pattern axis (SPEC.md's broadcasting, right-aligned): 1 where it broadcasts.
@@ -163,6 +167,19 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
         throw Error(ErrorCode::device, "input, dy, dx, dweight and modality ids must all be in host memory or all in device memory");
     }
     if (p.memory == Memory::device) check_device_views(p, g.dweight, dx_layout);
+    if (options.inverse_rms) {
+        const ConstTensorView &inv = *options.inverse_rms;
+        if (inv.memory != p.memory) {
+            throw Error(ErrorCode::device, "the inverse RMS must be in the same memory as the input, dy, dx and dweight");
+        }
+        CheckedView &v = g.inverse_rms.emplace();
+        check_geometry(v, inv.dtype, inv.shape, inv.strides, "inverse RMS");
+        plan_inverse_rms(p.layout, config, p.out, v);
+        if (p.cl_buffers && has_negative_stride(v)) {
+            throw Error(ErrorCode::stride, "the inverse RMS is an OpenCL buffer, which a view starts at the first byte of, so its strides must be >= 0");
+        }
+        g.inverse_rms_data = inv.data;
+    }
     plan_grouping(p, config, grouping);
     p.num_threads = options.num_threads;
     p.parallel_loop = options.parallel_loop;
@@ -201,6 +218,11 @@ void check_pointers(const Geometry &g, const void *x, const void *dy, const void
     check_disjoint(dws, "dweight", xs, "input", written);
     check_disjoint(dws, "dweight", dys, "dy", written);
     check_disjoint(dws, "dweight", dxs, "dx", written);
+    if (g.inverse_rms) {
+        const Region invs = view_region(g.p, *g.inverse_rms, g.inverse_rms_data, "inverse RMS");
+        check_disjoint(dxs, "dx", invs, "inverse RMS", "dx is written while the inverse RMS is read");
+        check_disjoint(dws, "dweight", invs, "inverse RMS", written);
+    }
     if (g.p.checks_ids) {
         check_ids(g.p, ids, {{&dxs, "dx"}, {&dws, "dweight"}});
     }
@@ -230,6 +252,24 @@ void set_views(const Geometry &g, std::int64_t count, HalideBuffer<4> &xb, Halid
         dyb.set_dim(axis, extent, stride(l.out_stride[axis]));
         dxb.set_dim(axis, axis == 1 ? extent / g.heads_per_dx_row : extent, stride(g.dx_stride[axis]));
     }
+}
+
+// The inverse RMS of `count` tokens as the kernels take it, (h, a, t) of the plan's layout; without
+// one, a view of one float at stride 0 that the kernels do not use (`given` says which).
+struct InverseRms {
+    HalideBuffer<3> buffer{halide_type_t(halide_type_float, 32)};
+    bool given = false;
+    float unused = 0.0f;
+};
+void set_inverse_rms(const Geometry &g, std::int64_t first, std::int64_t count, InverseRms &inv) {
+    const KernelLayout &l = g.p.layout;
+    inv.given = g.inverse_rms.has_value();
+    for (int axis = 1; axis < 4; ++axis) {
+        const std::int64_t extent = axis == 3 ? count : l.extent[axis];
+        inv.buffer.set_dim(axis - 1, inv.given ? extent : 1, inv.given ? l.inv_stride[axis] : 0);
+    }
+    const void *data = inv.given ? static_cast<const float *>(g.inverse_rms_data) + first * l.inv_stride[3] : &inv.unused;
+    attach(inv.buffer, data);
 }
 
 // The partials' descriptor: [blocks][P][D] (floats on CPUs, doubles on GPUs).
@@ -264,12 +304,15 @@ void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &c
     attach(scale, s.scale);
     set_partials(g, s.blocks, partials);
     attach(partials, s.partials);
+    InverseRms inv;
+    set_inverse_rms(g, s.first, s.count, inv);
 
     void *user_context = &call;
     std::int32_t k = static_cast<std::int32_t>(g.heads_per_dx_row), hp = static_cast<std::int32_t>(g.heads_per_pattern);
     std::int32_t block = static_cast<std::int32_t>(g.block_tokens);
     float eps = c.eps;
-    void *args[] = {&user_context, &xb.buffer, &dyb.buffer, &scale.buffer, &k, &hp, &block, &eps, &dxb.buffer, &partials.buffer};
+    void *args[] = {&user_context, &xb.buffer, &dyb.buffer, &inv.buffer.buffer, &scale.buffer, &k, &hp, &block, &eps, &inv.given,
+                    &dxb.buffer, &partials.buffer};
     throw_if_failed(kernel.fn(args), kernel);
 }
 
@@ -346,13 +389,20 @@ std::vector<float> run_gpu(const Geometry &g, const BackwardKernel &kernel, Call
     staging.host_input(order.buffer, t.order.data());
     staging.host_input(block_first.buffer, t.block_first.data());
     staging.host_output(partials.buffer, sums.data());
+    InverseRms inv;
+    set_inverse_rms(g, 0, g.p.layout.extent[3], inv);
+    if (inv.given) {
+        staging.input(inv.buffer.buffer, inv.buffer.buffer.host);
+    } else {
+        staging.host_input(inv.buffer.buffer, &inv.unused);
+    }
 
     void *user_context = &call;
     std::int32_t k = static_cast<std::int32_t>(g.heads_per_dx_row), hp = static_cast<std::int32_t>(g.heads_per_pattern);
     std::int32_t block = static_cast<std::int32_t>(g.block_tokens);
     float eps = c.eps;
-    void *args[] = {&user_context, &xb.buffer,   &dyb.buffer, &scale.buffer, &modality.buffer, &order.buffer, &block_first.buffer,
-                    &k,            &hp,          &block,      &eps,          &partials.buffer,  &dxb.buffer};
+    void *args[] = {&user_context, &xb.buffer, &dyb.buffer, &inv.buffer.buffer, &scale.buffer, &modality.buffer, &order.buffer,
+                    &block_first.buffer, &k, &hp, &block, &eps, &inv.given, &partials.buffer, &dxb.buffer};
     int status = kernel.fn(args);
     if (status == 0) status = staging.finish(dxb.buffer);
     if (status == 0) status = staging.finish(partials.buffer);
@@ -564,7 +614,8 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     const bool dense = (g.p.layout.extent[0] == 1 ||
                         (g.p.layout.x_stride[0] == 1 && g.p.layout.out_stride[0] == 1 && g.dx_stride[0] == 1)) &&
                        (g.p.memory == Memory::device || !gpu ||
-                        (!has_negative_stride(g.p.x) && !has_negative_stride(g.p.out) && !has_negative_stride(g.dx)));
+                        (!has_negative_stride(g.p.x) && !has_negative_stride(g.p.out) && !has_negative_stride(g.dx) &&
+                         !(g.inverse_rms && has_negative_stride(*g.inverse_rms))));
     // CPUs run a call by ids on tokens permuted into modality order.
     const bool permuted = !gpu && g.p.takes_ids;
     if (g.p.out.count > 0 && (permuted || !dense)) {
@@ -576,21 +627,25 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
             memory.resize(static_cast<std::size_t>(v.count) * dtype_size(v.dtype));
             return TensorView(memory.data(), v.dtype, v.shape.to_vector());
         };
-        std::vector<unsigned char> x_memory, dy_memory, dx_memory;
+        std::vector<unsigned char> x_memory, dy_memory, dx_memory, inv_memory;
         const TensorView x_copy = dense_copy(g.p.x, x_memory), dy_copy = dense_copy(g.p.out, dy_memory);
         const TensorView dx_copy = dense_copy(g.dx, dx_memory);
+        BackwardOptions copy_options = options;
+        if (g.inverse_rms) copy_options.inverse_rms = dense_copy(*g.inverse_rms, inv_memory);
         std::optional<ModalityDispatcher> dispatcher;
         if (permuted) {
             dispatcher.emplace(ids, g.p.tokens, norm.config.num_modality);
             dispatcher->dispatch(x, x_copy);
             dispatcher->dispatch(dy, dy_copy);
+            if (g.inverse_rms) dispatcher->dispatch(*options.inverse_rms, TensorView(inv_memory.data(), DType::f32, g.inverse_rms->shape.to_vector()));
         } else {
             copy_view(g.p.x, x.data, x_copy.data);
             copy_view(g.p.out, dy.data, dy_copy.data);
+            if (g.inverse_rms) copy_view(*g.inverse_rms, g.inverse_rms_data, inv_memory.data());
         }
         const std::vector<std::int64_t> sizes = dispatcher ? dispatcher->group_sizes() : segment_sizes(g, grouping);
         const Geometry copies = plan_backward(norm, x_copy, dy_copy, dispatcher ? Grouping::sizes(sizes) : grouping, dx_copy,
-                                              dweight, options);
+                                              dweight, copy_options);
         dscale = run(copies, x_copy.data, dy_copy.data, dx_copy.data, sizes);
         if (dispatcher) {
             dispatcher->undispatch(dx_copy, dx);

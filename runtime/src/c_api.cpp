@@ -207,6 +207,36 @@ magi2norm_status magi2norm_norm_backward(const magi2norm_norm *norm, const magi2
     });
 }
 
+magi2norm_status magi2norm_norm_forward_training(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                                 const magi2norm_grouping *grouping, const magi2norm_tensor *out,
+                                                 const magi2norm_tensor *inverse_rms, magi2norm_dtype out_dtype,
+                                                 const magi2norm_stream *stream) {
+    return guarded([&] {
+        magi2norm::CallOptions options;
+        options.out_dtype = optional_dtype(out_dtype, "output");
+        options.stream = stream_of(stream);
+        options.inverse_rms = view_of(required(inverse_rms, "inverse RMS"), "inverse RMS");
+        required(norm, "norm").norm.forward(view_of(required(x, "input"), "input"), grouping_of(grouping),
+                                            view_of(required(out, "output"), "output"), options);
+    });
+}
+
+magi2norm_status magi2norm_norm_backward_saved(const magi2norm_norm *norm, const magi2norm_tensor *x, const magi2norm_tensor *dy,
+                                               const magi2norm_tensor *inverse_rms, const magi2norm_grouping *grouping,
+                                               const magi2norm_tensor *dx, const magi2norm_tensor *dweight,
+                                               magi2norm_dtype dx_dtype, int accumulate_dweight, const magi2norm_stream *stream) {
+    return guarded([&] {
+        magi2norm::BackwardOptions options;
+        options.dx_dtype = optional_dtype(dx_dtype, "dx");
+        options.accumulate_dweight = accumulate_dweight != 0;
+        options.stream = stream_of(stream);
+        options.inverse_rms = view_of(required(inverse_rms, "inverse RMS"), "inverse RMS");
+        required(norm, "norm").norm.backward(view_of(required(x, "input"), "input"), view_of(required(dy, "dy"), "dy"),
+                                             grouping_of(grouping), view_of(required(dx, "dx"), "dx"),
+                                             view_of(required(dweight, "dweight"), "dweight"), options);
+    });
+}
+
 magi2norm_status magi2norm_plan_create(const magi2norm_norm *norm, const magi2norm_tensor *x,
                                        const magi2norm_grouping *grouping, const magi2norm_tensor *out,
                                        magi2norm_dtype out_dtype, const magi2norm_stream *stream, magi2norm_plan **plan) {

@@ -86,7 +86,8 @@ void launch(const CallPlan &p, const KernelEntry &kernel, const void *x, void *o
     if (kernel.form == Form::one_row) {
         scale += (p.takes_ids ? ids[0] : p.row_modality) * p.norm->config.num_patterns * p.norm->config.dim;
     }
-    run_kernel(kernel, args, p.memory, x, scale, kernel_ids ? kernel_ids : p.zero_id, out);
+    run_kernel(kernel, args, p.memory, x, scale, kernel_ids ? kernel_ids : p.zero_id, out,
+               kernel.form == Form::inverse_rms ? p.inverse_rms_data : nullptr);
 }
 
 // GPU calls on host views with a negative stride: the input copied to contiguous memory, the
@@ -249,6 +250,15 @@ void check_id_values(const std::int32_t *ids, std::int64_t tokens, std::int64_t 
 void plan_variants(CallPlan &p) {
     const int capability = p.backend == Backend::cuda ? cuda_compute_capability(p.gpu_context) : 0;
     const CallSize size = call_size(p);
+    if (p.inverse_rms) {
+        // Training: the one form that writes the inverse RMS.
+        p.elements[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::inverse_rms, false, capability, size);
+        if (p.elements[0] == nullptr) {
+            throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(p.backend) + " kernel for " +
+                                               dtype_name(p.x.dtype) + " -> " + dtype_name(p.out.dtype) + " that writes the inverse RMS");
+        }
+        return;
+    }
     p.elements[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, false, capability, size);
     if (p.elements[0] == nullptr) {
         throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(p.backend) + " kernel for " +
@@ -308,6 +318,19 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     p.layout = plan_layout(config, p.x, p.out);
     check_no_self_overlap(p.out, "output");
     plan_backend(p, x, grouping, out, options.stream);
+    if (options.inverse_rms) {
+        const TensorView &inv = *options.inverse_rms;
+        if (inv.memory != p.memory) throw Error(ErrorCode::device, "the inverse RMS must be in the same memory as the input and output");
+        CheckedView &v = p.inverse_rms.emplace();
+        check_geometry(v, inv.dtype, inv.shape, inv.strides, "inverse RMS");
+        plan_inverse_rms(p.layout, config, p.out, v);
+        check_no_self_overlap(v, "inverse RMS");
+        // GPUs stage host views (strides >= 0 only) or use a cl_mem from its first byte.
+        if (p.backend != Backend::cpu && has_negative_stride(v)) {
+            throw Error(ErrorCode::stride, "GPU calls write the inverse RMS through strides >= 0, got " + shape_string(v.strides));
+        }
+        p.inverse_rms_data = inv.data;
+    }
     plan_grouping(p, config, grouping);
     p.num_threads = options.num_threads;
     p.parallel_loop = options.parallel_loop;
@@ -320,6 +343,8 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
         x_dense.strides = contiguous_dims(p.x.shape);
         out_dense.strides = contiguous_dims(p.out.shape);
         p.layout = plan_layout(config, x_dense, out_dense);
+        // The inverse RMS (strides >= 0) is written in place.
+        if (p.inverse_rms) plan_inverse_rms(p.layout, config, out_dense, *p.inverse_rms);
     }
     // One modality: every token reads the same scale, so the rows may regroup into more tokens.
     if (config.num_modality == 1) {
@@ -337,7 +362,7 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     plan_variants(p);
     // The descriptors of each form the plan may run.
     const auto dims_of = [&p](Form form) -> KernelDims & { return p.dims[static_cast<std::size_t>(form)]; };
-    set_kernel_dims(dims_of(Form::elements), p, Form::elements);
+    set_kernel_dims(dims_of(p.inverse_rms ? Form::inverse_rms : Form::elements), p, p.inverse_rms ? Form::inverse_rms : Form::elements);
     if (p.paired_words[0] != nullptr) set_kernel_dims(dims_of(Form::paired_words), p, Form::paired_words);
     if (p.one_row != nullptr) set_kernel_dims(dims_of(Form::one_row), p, Form::one_row);
     return p;
@@ -347,8 +372,17 @@ void run_call(const CallPlan &p, const void *x, void *out, const std::int32_t *i
 
 void run_call(const CallPlan &p, const KernelEntry *kernel, const void *x, void *out, const std::int32_t *ids) {
     const Region out_region = view_region(p, p.out, out, "output");
-    check_disjoint(view_region(p, p.x, x, "input"), "input", out_region, "output", "in-place calls are not supported");
-    if (p.checks_ids) check_ids(p, ids, {{&out_region, "output"}});
+    const Region x_region = view_region(p, p.x, x, "input");
+    check_disjoint(x_region, "input", out_region, "output", "in-place calls are not supported");
+    if (p.inverse_rms) {
+        const Region inv_region = view_region(p, *p.inverse_rms, p.inverse_rms_data, "inverse RMS");
+        const char *why = "the inverse RMS is written while the other views are read or written";
+        check_disjoint(inv_region, "inverse RMS", x_region, "input", why);
+        check_disjoint(inv_region, "inverse RMS", out_region, "output", why);
+        if (p.checks_ids) check_ids(p, ids, {{&out_region, "output"}, {&inv_region, "inverse RMS"}});
+    } else if (p.checks_ids) {
+        check_ids(p, ids, {{&out_region, "output"}});
+    }
     if (p.out.count == 0) return;
     if (p.through_copies) {
         launch_through_copies(p, x, out, ids);

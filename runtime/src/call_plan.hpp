@@ -29,7 +29,7 @@ namespace magi2norm::detail {
 // layout (kernel_args.hpp).
 struct KernelDims {
     std::array<halide_dimension_t, 4> x, out;
-    std::array<halide_dimension_t, 3> scale;
+    std::array<halide_dimension_t, 3> scale, inverse_rms;
     halide_dimension_t ids;
 };
 
@@ -40,6 +40,9 @@ struct CallPlan {
     Backend backend = Backend::cpu;
     Memory memory = Memory::host;  // of x, out and the ids
     CheckedView x, out;            // the caller's views (geometry only)
+    // The training form's per-row inverse RMS (CallOptions::inverse_rms): its view and memory.
+    std::optional<CheckedView> inverse_rms;
+    void *inverse_rms_data = nullptr;
     KernelLayout layout;           // the kernel's axes, rows regrouped with one modality
     std::int64_t tokens = 0;       // axis 0 of the input: the count of per-token ids
 

@@ -44,6 +44,8 @@ public:
         std::copy(values_.begin() + 1, values_.begin() + size_, values_.begin());
         --size_;
     }
+    // Removes the last axis.
+    void pop_back() { --size_; }
     // Adds an outer axis (size() < kMaxRank).
     void push_front(std::int64_t value) {
         std::copy_backward(values_.begin(), values_.begin() + size_, values_.begin() + size_ + 1);

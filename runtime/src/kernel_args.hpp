@@ -60,6 +60,7 @@ inline void set_kernel_dims(KernelDims &d, const CallPlan &plan, Form form) {
     // Without per-token ids the kernel reads a stride-0 view of one zero.
     const bool with_ids = plan.takes_ids || !plan.ids_from_sizes.empty();
     d.ids = dim(l.extent[3], with_ids ? 1 : 0);
+    for (int axis = 1; axis < 4; ++axis) d.inverse_rms[axis - 1] = dim(l.extent[axis], l.inv_stride[axis]);
 }
 
 // One call's arguments: the plan's descriptors with the call's memory attached by run_kernel,
@@ -69,21 +70,24 @@ struct KernelArgs {
     static constexpr halide_type_t kWord{halide_type_uint, 32};
 
     HalideBuffer<4> x, out;
-    HalideBuffer<3> scale;
+    HalideBuffer<3> scale, inverse_rms;
     HalideBuffer<1> ids;
     CallContext context;
     void *user_context = &context;
     const CallPlan &plan;
-    std::array<void *, 1 + 3 + abi::kMaxGroups - 1 + 2> args;
+    const bool writes_inverse_rms;
+    std::array<void *, 1 + 3 + abi::kMaxGroups - 1 + 3> args;
 
     KernelArgs(const CallPlan &p, Form form, const CallContext &call)
         : x(form == Form::paired_words ? kWord : storage_type(p.x.dtype)),
           out(form == Form::paired_words ? kWord : storage_type(p.out.dtype)),
-          scale(halide_type_t(halide_type_float, 32)), ids(halide_type_t(halide_type_int, 32)), context(call), plan(p) {
+          scale(halide_type_t(halide_type_float, 32)), inverse_rms(halide_type_t(halide_type_float, 32)),
+          ids(halide_type_t(halide_type_int, 32)), context(call), plan(p), writes_inverse_rms(form == Form::inverse_rms) {
         const KernelDims &d = p.dims[static_cast<std::size_t>(form)];
         std::copy(d.x.begin(), d.x.end(), x.dims);
         std::copy(d.out.begin(), d.out.end(), out.dims);
         std::copy(d.scale.begin(), d.scale.end(), scale.dims);
+        std::copy(d.inverse_rms.begin(), d.inverse_rms.end(), inverse_rms.dims);
         ids.dims[0] = d.ids;
     }
     KernelArgs(const KernelArgs &) = delete;
@@ -99,6 +103,7 @@ struct KernelArgs {
         for (const std::int32_t &start : plan.group_starts) args[n++] = const_cast<std::int32_t *>(&start);
         args[n++] = const_cast<float *>(&plan.norm->config.eps);
         args[n++] = &out.buffer;
+        if (writes_inverse_rms) args[n++] = &inverse_rms.buffer;
         return args.data();
     }
 };

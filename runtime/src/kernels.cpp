@@ -125,7 +125,7 @@ std::vector<Backend> compiled_kernel_backends() {
 }
 
 void run_kernel(const KernelEntry &kernel, KernelArgs &args, Memory memory, const void *x, const void *scale,
-                const void *ids, void *out) {
+                const void *ids, void *out, void *inverse_rms) {
     int status = 0;
     if (kernel.backend == Backend::cpu) {
         // Host memory as is: nothing to stage or free.
@@ -133,6 +133,7 @@ void run_kernel(const KernelEntry &kernel, KernelArgs &args, Memory memory, cons
         args.scale.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(scale));
         args.ids.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(ids));
         args.out.buffer.host = static_cast<std::uint8_t *>(out);
+        args.inverse_rms.buffer.host = static_cast<std::uint8_t *>(inverse_rms);
         status = kernel.fn(args.pack());
     } else {
         Staging staging(kernel.backend, memory, &args.context);
@@ -140,8 +141,10 @@ void run_kernel(const KernelEntry &kernel, KernelArgs &args, Memory memory, cons
         staging.input(args.scale.buffer, scale);
         staging.input(args.ids.buffer, ids);
         staging.output(args.out.buffer, out);
+        if (inverse_rms) staging.output(args.inverse_rms.buffer, inverse_rms);
         status = kernel.fn(args.pack());
         if (status == 0) status = staging.finish(args.out.buffer);
+        if (status == 0 && inverse_rms) status = staging.finish(args.inverse_rms.buffer);
     }
     if (status != 0) {
         throw Error(ErrorCode::device, std::string(backend_name(kernel.backend)) + " kernel failed (Halide status " +

@@ -12,13 +12,14 @@ namespace magi2norm::detail {
 struct KernelArgs;
 
 // Every variant's _argv entry point: pointers to (user_context, x, scale, token_modality,
-// group_start_1..15, eps, out), in that order.
+// group_start_1..15, eps, out), in that order, and inverse_rms last in that form.
 using KernelFn = int (*)(void **args);
 
 // The forms of the algorithm (generators/magi2_norm_generator.cpp): over elements, over 32-bit
-// words of two BF16 elements (define_paired_words), or over one dense row (one_row).
-enum class Form : std::uint8_t { elements, paired_words, one_row };
-constexpr int kForms = 3;
+// words of two BF16 elements (define_paired_words), over one dense row (one_row), or over
+// elements with each row's inverse RMS as a second output (inverse_rms: training).
+enum class Form : std::uint8_t { elements, paired_words, one_row, inverse_rms };
+constexpr int kForms = 4;
 
 // What a tuning record's classes of calls are bounded by: the norm's D, and the bytes of the
 // whole call (every input element's plus every output element's).
@@ -71,10 +72,11 @@ std::vector<Backend> compiled_kernel_backends();
 
 // Runs `kernel` over `args` (Halide's hooks installed: install_halide_hooks) with the call's
 // memory attached: host memory as is (CPU), host memory
-// staged through the device and back (GPU backend), or device memory wrapped in place. Throws
+// staged through the device and back (GPU backend), or device memory wrapped in place;
+// `inverse_rms` is the training form's second output (null for the other forms). Throws
 // Error(device) with Halide's message when it fails; then sets last_variant().
 void run_kernel(const KernelEntry &kernel, KernelArgs &args, Memory memory, const void *x, const void *scale,
-                const void *ids, void *out);
+                const void *ids, void *out, void *inverse_rms);
 
 // What last_variant() reports from now on: the backward's variant once it has completed.
 void set_last_variant(const char *name);

@@ -53,7 +53,8 @@ void check_int32_axes(const CheckedView &v, const char *what) {
 // Whether the kernel axes `inner` and `outer` walk as one axis of `inner`'s strides.
 bool mergeable(const KernelLayout &l, int inner, int outer) {
     return l.extent[outer] == 1 || (l.x_stride[outer] == l.x_stride[inner] * l.extent[inner] &&
-                                    l.out_stride[outer] == l.out_stride[inner] * l.extent[inner]);
+                                    l.out_stride[outer] == l.out_stride[inner] * l.extent[inner] &&
+                                    l.inv_stride[outer] == l.inv_stride[inner] * l.extent[inner]);
 }
 
 // Folds kernel axis `inner` into the token axis; the extents stay within int32 (the kernel's).
@@ -63,6 +64,7 @@ bool fold_into_tokens(KernelLayout &l, int inner) {
     l.extent[kT] *= l.extent[inner];
     l.x_stride[kT] = l.x_stride[inner];
     l.out_stride[kT] = l.out_stride[inner];
+    l.inv_stride[kT] = l.inv_stride[inner];
     l.extent[inner] = 1;
     return true;
 }
@@ -80,23 +82,42 @@ void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned, std:
         std::swap(layout.extent[kH], layout.extent[kT]);
         std::swap(layout.x_stride[kH], layout.x_stride[kT]);
         std::swap(layout.out_stride[kH], layout.out_stride[kT]);
+        std::swap(layout.inv_stride[kH], layout.inv_stride[kT]);
     }
     if (layout.extent[kH] != 1 || row_bytes > knobs::short_row_bytes) return;
     // One short row per token: tokens of k rows, the most that fit in a chunk and divide the rows
     // evenly, so that their sums come together.
     constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
     for (std::int64_t k = std::min(chunk_bytes / std::max<std::int64_t>(row_bytes, 1), layout.extent[kT]); k >= 2; --k) {
-        if (layout.extent[kT] % k != 0 || std::llabs(layout.x_stride[kT]) * k > kMax || std::llabs(layout.out_stride[kT]) * k > kMax) {
+        if (layout.extent[kT] % k != 0 || std::llabs(layout.x_stride[kT]) * k > kMax || std::llabs(layout.out_stride[kT]) * k > kMax ||
+            std::llabs(layout.inv_stride[kT]) * k > kMax) {
             continue;
         }
         layout.extent[kH] = k;
         layout.x_stride[kH] = layout.x_stride[kT];
         layout.out_stride[kH] = layout.out_stride[kT];
+        layout.inv_stride[kH] = layout.inv_stride[kT];
         layout.extent[kT] /= k;
         layout.x_stride[kT] *= k;
         layout.out_stride[kT] *= k;
+        layout.inv_stride[kT] *= k;
         return;
     }
+}
+
+void plan_inverse_rms(KernelLayout &layout, const NormConfig &config, const CheckedView &out, const CheckedView &inv) {
+    if (inv.dtype != DType::f32) {
+        throw Error(ErrorCode::dtype, std::string("the inverse RMS must be f32, got ") + dtype_name(inv.dtype));
+    }
+    Dims rows = out.shape;
+    rows.pop_back();
+    if (inv.shape != rows) {
+        throw Error(ErrorCode::shape, "the inverse RMS has shape " + shape_string(inv.shape) + " but the output " +
+                                          shape_string(out.shape) + " has rows " + shape_string(rows));
+    }
+    check_int32_axes(inv, "inverse RMS");
+    const bool patterned = config.num_patterns > 1;
+    for (std::size_t i = 0; i < inv.shape.size(); ++i) layout.inv_stride[kernel_axis(out.shape.size(), i, patterned)] = inv.strides[i];
 }
 
 DType output_dtype(const NormConfig &config, DType input, std::optional<DType> override_dtype) {

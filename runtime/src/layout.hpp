@@ -22,6 +22,8 @@ struct KernelLayout {
     std::array<std::int64_t, 4> extent{};      // output extents (d, h, a, t)
     std::array<std::int64_t, 4> x_stride{};    // input element strides on those axes
     std::array<std::int64_t, 4> out_stride{};  // output element strides on those axes
+    std::array<std::int64_t, 4> inv_stride{};  // the inverse RMS's element strides on (h, a, t)
+                                               // (plan_inverse_rms; all 0 without one)
     std::int64_t scale_h_stride = 0;           // D when P > 1, 0 when the one row broadcasts
     bool has_token_axis = false;               // false: rank 1, or rank 2 with P > 1
 };
@@ -32,6 +34,11 @@ Dims output_shape(const NormConfig &config, const Dims &input_shape);
 // Maps checked input and output views onto the kernel axes; throws Error(shape) when the output
 // shape is not output_shape(x.shape), Error(overflow) when an extent or stride exceeds int32.
 KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const CheckedView &out);
+
+// Adds the per-row inverse RMS view `inv` (FP32, the output's shape without its last axis) to a
+// layout of `out`; throws Error(dtype) or Error(shape) naming the mismatch, Error(overflow) past
+// int32 strides.
+void plan_inverse_rms(KernelLayout &layout, const NormConfig &config, const CheckedView &out, const CheckedView &inv);
 
 // The output dtype of a call: its override, else the norm's out_dtype, else the input's; throws
 // Error(dtype) for a value outside the enum.

@@ -32,7 +32,7 @@ public:
     int finish(halide_buffer_t &out);
 
 private:
-    static constexpr std::size_t kMaxBuffers = 8;
+    static constexpr std::size_t kMaxBuffers = 9;
 
     void attach(halide_buffer_t &b, const void *data, Memory memory, std::uint64_t host_flags);
     bool wrapped(const halide_buffer_t &b) const;

@@ -1,9 +1,11 @@
 #include "backward_case.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "reference/gates.hpp"
+#include "reference/reference.hpp"
 
 namespace backward_test {
 
@@ -90,6 +92,63 @@ Result run_backward(const Inputs &in, DType dx_dtype, DType dweight_dtype, const
     o.dx_dtype = dx_dtype;
     norm.backward(in.x.view(), in.dy.view(), in.library_grouping(), r.dx.view(), r.dweight.view(), o);
     return r;
+}
+
+ref::HostTensor run_forward(const Inputs &in, magi2norm::Backend backend, DType out_dtype, ref::HostTensor *inverse_rms) {
+    const magi2norm::RMSNorm norm(in.config, in.weight.view());
+    ref::HostTensor out(out_dtype, norm.output_shape(in.x.shape()));
+    magi2norm::CallOptions options;
+    options.out_dtype = out_dtype;
+    options.stream.backend = backend;
+    if (inverse_rms) {
+        ref::Shape rows = out.shape();
+        rows.pop_back();
+        *inverse_rms = ref::HostTensor(DType::f32, rows);
+        options.inverse_rms = inverse_rms->view();
+    }
+    norm.forward(in.x.view(), in.library_grouping(), out.view(), options);
+    return out;
+}
+
+namespace {
+
+// Output index -> the x element it normalizes (broadcast axes read index 0).
+std::int64_t x_offset(const ref::HostTensor &x, const ref::Shape &out_index) {
+    const ref::Shape &shape = x.shape();
+    const std::size_t shift = out_index.size() - shape.size();
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) offset = offset * shape[i] + (shape[i] == 1 ? 0 : out_index[i + shift]);
+    return offset;
+}
+
+}  // namespace
+
+void expect_inverse_rms_of_output(const Inputs &in, const ref::HostTensor &out32, const ref::HostTensor &inverse_rms) {
+    const std::vector<float> scale = ref::scale_of(in.weight.view());
+    const std::int64_t dim = in.config.dim, patterns = in.config.num_patterns;
+    std::int64_t flat = 0, mismatches = 0;
+    ref::for_each_index(out32.shape(), [&](const ref::Shape &index) {
+        const std::int64_t row = flat / dim, d = index.back();
+        const std::int64_t p = patterns > 1 ? index[index.size() - 2] : 0;
+        const std::int64_t m = in.ids.empty() ? 0 : in.ids[static_cast<std::size_t>(index[0])];
+        const float inv = inverse_rms.get(row);
+        const float expected = (in.x.get(x_offset(in.x, index)) * inv) * scale[static_cast<std::size_t>((m * patterns + p) * dim + d)];
+        const float actual = out32.get(flat);
+        if (std::memcmp(&expected, &actual, sizeof expected) != 0 && !(std::isnan(expected) && std::isnan(actual))) ++mismatches;
+        if (d == 0) {
+            double sum = 0;
+            for (std::int64_t k = 0; k < dim; ++k) {
+                ref::Shape at = index;
+                at.back() = k;
+                const double v = in.x.get(x_offset(in.x, at));
+                sum += v * v;
+            }
+            const float oracle = 1.0f / std::sqrt(static_cast<float>(sum) / static_cast<float>(dim) + in.config.eps);
+            EXPECT_LE(std::fabs(inv - oracle), 1e-6f * oracle) << "row " << row;
+        }
+        ++flat;
+    });
+    EXPECT_EQ(mismatches, 0) << "FP32 outputs that are not (x * inv) * scale with the returned inv";
 }
 
 void expect_b1_b2_b3(const Inputs &in, DType dx_dtype, const magi2norm::BackwardOptions &options) {

@@ -46,6 +46,14 @@ struct Result {
 // The library's backward into fresh contiguous tensors.
 Result run_backward(const Inputs &in, DType dx_dtype, DType dweight_dtype, const magi2norm::BackwardOptions &options = {});
 
+// The forward of `in` on `backend` into a fresh tensor of `out_dtype`; with `inverse_rms`, into it
+// each output row's inverse RMS too (CallOptions::inverse_rms).
+ref::HostTensor run_forward(const Inputs &in, magi2norm::Backend backend, DType out_dtype, ref::HostTensor *inverse_rms);
+
+// That an FP32 forward output of `in` is (x * inv) * scale with `inverse_rms` for inv, exactly,
+// and each inv within 1e-6 (relative) of 1 / sqrt(float32(sum) / D + eps) with the sum in float64.
+void expect_inverse_rms_of_output(const Inputs &in, const ref::HostTensor &out32, const ref::HostTensor &inverse_rms);
+
 // B1 and B2 on the FP32 results of `in`, B3 on dx in `dx_dtype` and dweight in BF16 (an FP32 dx
 // equal to the FP32 call's), each call with `options`.
 void expect_b1_b2_b3(const Inputs &in, DType dx_dtype, const magi2norm::BackwardOptions &options = {});

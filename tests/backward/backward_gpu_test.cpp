@@ -1,7 +1,8 @@
 // The backward on a GPU backend (MAGI2NORM_BACKEND's when it names one, else OpenCL, which PoCL
 // runs here on the CPU): B1-B3 over the model's
 // shapes, patterns and broadcasting, dtypes and groupings; the golden gradients; special values
-// and empty calls; and the same bits over repeated runs, grouping forms, in place and strides.
+// and empty calls; the same bits over repeated runs, grouping forms, in place and strides; and
+// the backward from the GPU forward's inverse RMS.
 // Host views, staged through the device by the library.
 #include <gtest/gtest.h>
 
@@ -180,6 +181,36 @@ TEST_F(Gpu, DscaleOfOneRowIsTheGpuForwardsOutput) {
             norm.forward(in.x.view(), magi2norm::Grouping::none(), y.view(), DType::f32, magi2norm::Stream{gpu_backend()});
             const magi2norm::ConstTensorView y_row(y.data(), DType::f32, {shape[1]});
             EXPECT_TRUE(ref::identical(r.dweight.view(), y_row)) << ref::format_shape(shape) << " " << magi2norm::dtype_name(x);
+        }
+    }
+}
+
+// Training on the GPU: the forward's inverse RMS is the one its output was scaled by (an FP32
+// output is (x * inv) * scale with it, bit for bit), its output the same with it as without, and
+// the backward from it gives the same bits as from its own row sums.
+TEST_F(Gpu, TrainingInverseRms) {
+    struct Case {
+        ref::Shape shape;
+        std::int64_t modalities, patterns;
+        GroupingKind grouping;
+    };
+    for (const Case &c : {Case{{70, 3072}, 1, 1, GroupingKind::none}, Case{{40, 6, 128}, 3, 1, GroupingKind::ids},
+                          Case{{50, 1, 64}, 1, 4, GroupingKind::none}, Case{{90, 37}, 3, 1, GroupingKind::sizes}}) {
+        for (DType x : {DType::f32, DType::bf16}) {
+            const Inputs in = make_inputs(x, x, DType::bf16, c.shape, c.modalities, c.patterns, c.grouping, 21);
+            const std::string what = ref::format_shape(c.shape) + " " + magi2norm::dtype_name(x);
+            ref::HostTensor inv, inv32;
+            const ref::HostTensor plain = run_forward(in, gpu_backend(), x, nullptr);
+            EXPECT_TRUE(ref::identical(run_forward(in, gpu_backend(), x, &inv).view(), plain.view())) << what;
+            EXPECT_NE(std::string(magi2norm::last_variant()).find("inverse_rms"), std::string::npos) << magi2norm::last_variant();
+            const ref::HostTensor out32 = run_forward(in, gpu_backend(), DType::f32, &inv32);
+            EXPECT_TRUE(ref::identical(inv32.view(), inv.view())) << what;
+            expect_inverse_rms_of_output(in, out32, inv32);
+            BackwardOptions saved = on_gpu();
+            saved.inverse_rms = inv.view();
+            const Result own = run_backward(in, x, DType::f32, on_gpu()), from_saved = run_backward(in, x, DType::f32, saved);
+            EXPECT_TRUE(ref::identical(from_saved.dx.view(), own.dx.view())) << what;
+            EXPECT_TRUE(ref::identical(from_saved.dweight.view(), own.dweight.view())) << what;
         }
     }
 }

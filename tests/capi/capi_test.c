@@ -313,9 +313,50 @@ static void test_backward(void) {
     magi2norm_norm_destroy(norm);
 }
 
+/* Training: the forward writes the inverse RMS of x_rows (1/2 and 1/sqrt(25/4), eps 0: exact)
+ * and the backward from it gives test_backward's exact results; a bf16 inverse RMS is refused. */
+static void test_training(void) {
+    magi2norm_norm *norm = NULL;
+    static const int64_t two[1] = {2};
+    static const int64_t shape_1x4[2] = {1, 4};
+    static const int64_t one[1] = {1};
+    static const int64_t four[1] = {4};
+    const float dy_row[4] = {1, 1, 1, 1};
+    const float want_dx[4] = {0.84375f, 0.40625f, 0.46875f, 0.90625f};
+    float y[8] = {0}, inv[2] = {0}, dx[4] = {0}, dweight[4] = {0};
+    uint16_t inv_bf16[2] = {0x5a5a, 0x5a5a};
+    int d;
+    magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor out = tensor(y, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor inv_t = tensor(inv, MAGI2NORM_F32, 1, two, NULL);
+    magi2norm_tensor inv_low = tensor(inv_bf16, MAGI2NORM_BF16, 1, two, NULL);
+    magi2norm_tensor x0 = tensor(x_rows[0], MAGI2NORM_F32, 2, shape_1x4, NULL);
+    magi2norm_tensor inv0 = tensor(inv, MAGI2NORM_F32, 1, one, NULL);
+    magi2norm_tensor dy = tensor(dy_row, MAGI2NORM_F32, 2, shape_1x4, NULL);
+    magi2norm_tensor dx_t = tensor(dx, MAGI2NORM_F32, 2, shape_1x4, NULL);
+    magi2norm_tensor dw = tensor(dweight, MAGI2NORM_F32, 1, four, NULL);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_forward_training(norm, &x, NULL, &out, &inv_t, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_OK);
+    CHECK(rows_match(y, y_rows));
+    CHECK(inv[0] == 0.5f && inv[1] == 0.4f);
+    CHECK(strstr(magi2norm_last_variant(), "inverse_rms") != NULL);
+    CHECK(magi2norm_norm_forward_training(norm, &x, NULL, &out, &inv_low, MAGI2NORM_DTYPE_UNSET, NULL) == MAGI2NORM_ERROR_DTYPE);
+    CHECK(strstr(magi2norm_last_error(), "inverse RMS") != NULL);
+    CHECK(inv_bf16[0] == 0x5a5a);
+    CHECK(magi2norm_norm_backward_saved(norm, &x0, &dy, &inv0, NULL, &dx_t, &dw, MAGI2NORM_DTYPE_UNSET, 0, NULL) == MAGI2NORM_OK);
+    for (d = 0; d < 4; ++d) {
+        CHECK(dx[d] == want_dx[d]);
+        CHECK(dweight[d] == x_rows[0][d] / 2);
+    }
+    CHECK(magi2norm_norm_backward_saved(norm, &x0, &dy, NULL, NULL, &dx_t, &dw, MAGI2NORM_DTYPE_UNSET, 0, NULL) == MAGI2NORM_ERROR_NULL_DATA);
+    magi2norm_norm_destroy(norm);
+}
+
 int main(void) {
     test_forward();
     test_backward();
+    test_training();
     test_grouping();
     test_plan();
     test_output_shape();

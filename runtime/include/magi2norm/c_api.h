@@ -146,6 +146,20 @@ magi2norm_status magi2norm_norm_backward(const magi2norm_norm *norm, const magi2
                                          const magi2norm_tensor *dweight, magi2norm_dtype dx_dtype, int accumulate_dweight,
                                          const magi2norm_stream *stream);
 
+/* Training (magi2norm::CallOptions::inverse_rms, magi2norm::BackwardOptions::inverse_rms): the
+ * forward that also writes each output row's inverse RMS (f32, the output's shape without its last
+ * axis; CPU backend, host memory), and the backward that takes it in place of the rows' sums of
+ * squares, with the same results bit for bit. Otherwise as magi2norm_norm_forward and
+ * magi2norm_norm_backward. */
+magi2norm_status magi2norm_norm_forward_training(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                                 const magi2norm_grouping *grouping, const magi2norm_tensor *out,
+                                                 const magi2norm_tensor *inverse_rms, magi2norm_dtype out_dtype,
+                                                 const magi2norm_stream *stream);
+magi2norm_status magi2norm_norm_backward_saved(const magi2norm_norm *norm, const magi2norm_tensor *x, const magi2norm_tensor *dy,
+                                               const magi2norm_tensor *inverse_rms, const magi2norm_grouping *grouping,
+                                               const magi2norm_tensor *dx, const magi2norm_tensor *dweight,
+                                               magi2norm_dtype dx_dtype, int accumulate_dweight, const magi2norm_stream *stream);
+
 /* A call's geometry checked once (magi2norm::Plan): shapes, strides, dtypes, grouping, backend
  * and stream. The views' data pointers (and a grouping's ids) are not read and may be NULL.
  * magi2norm_plan_run then checks only the pointers it is given, and runs. A plan keeps the

@@ -262,6 +262,11 @@ struct CallOptions {
     std::optional<int> num_threads;                // threads on the library's pool, at most its size
     std::optional<ParallelLoop> parallel_loop;     // a host's loop, or {} for the library's pool
     std::optional<StreamingPolicy> streaming;      // which outputs take streaming stores
+    // Training: also write each output row's inverse RMS here (FP32, the output's shape without
+    // its last axis, any strides; CPU backend), the `inv` the output was scaled by, bit for bit,
+    // which backward() may take in place of the row's sum of squares. A Plan writes it to this
+    // view's memory on every run.
+    std::optional<TensorView> inverse_rms;
 };
 
 // The settings of one backward call (RMSNorm::backward); unset fields as in CallOptions.
@@ -271,6 +276,9 @@ struct BackwardOptions {
     Stream stream;                              // the backend and, for GPUs, context and stream
     std::optional<int> num_threads;             // threads on the library's pool, at most its size
     std::optional<ParallelLoop> parallel_loop;  // a host's loop, or {} for the library's pool
+    // The forward's inverse RMS of each dy row (CallOptions::inverse_rms): used in place of the
+    // rows' sums of squares, with the same results bit for bit when it is the forward's.
+    std::optional<ConstTensorView> inverse_rms;
 };
 
 // ---------------------------------------------------------------------------------------------
