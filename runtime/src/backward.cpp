@@ -72,8 +72,9 @@ const BackwardKernel &find_backward(Backend backend, int device_capability, DTyp
         if (lowest) return *lowest;
     }
     if (!dtypes) {
+        const std::string allowed = x == DType::f32 ? "f32" : std::string(dtype_name(x)) + " or f32";
         throw Error(ErrorCode::dtype, std::string("dy dtype is ") + dtype_name(dy) + "; with a " + dtype_name(x) +
-                                          " input it must be " + dtype_name(x) + " or f32 (the forward's output dtypes)");
+                                          " input it must be " + allowed + " (the forward's output dtypes)");
     }
     throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " backward");
 }

@@ -48,7 +48,15 @@ TEST(BackwardErrors, DyShape) {
 TEST(BackwardErrors, DyDtype) {
     Call c;
     const ConstTensorView dy(c.in.dy.data(), DType::f16, c.in.dy.shape());
-    expect_refused(c, c.x(), dy, c.in.library_grouping(), c.dx.view(), c.dweight.view(), ErrorCode::dtype, "dy dtype");
+    expect_refused(c, c.x(), dy, c.in.library_grouping(), c.dx.view(), c.dweight.view(), ErrorCode::dtype,
+                   "must be bf16 or f32 (");
+    // An FP32 input's forward writes FP32 only: the message names one dtype.
+    const ref::HostTensor x32 = c.in.x.cast(DType::f32);
+    const ConstTensorView dy_bf16(c.in.dy.data(), DType::bf16, c.in.dy.shape());
+    magi2norm::BackwardOptions bf16_dx;
+    bf16_dx.dx_dtype = DType::bf16;
+    expect_refused(c, x32.view(), dy_bf16, c.in.library_grouping(), c.dx.view(), c.dweight.view(), ErrorCode::dtype,
+                   "must be f32 (", bf16_dx);
 }
 
 TEST(BackwardErrors, DxShapeAndDtype) {
