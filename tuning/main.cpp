@@ -4,6 +4,8 @@
 // GPU backends take the batch path (tuning/batch.hpp): with opencl every step runs here; with
 // cuda this makes the candidates (for --capability, default 86), magi2-tune-measure times them
 // on the GPU machine, and `magi2-tune --select --record FILE` keeps each class's best.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +40,10 @@ std::vector<std::string> words(const std::string &list) {
 constexpr const char *kHelp = R"(magi2-tune: finds this machine's best schedule knobs per shape class and writes the record a
 build ships (-DMAGI2NORM_TUNING=<record>; docs/tuning.md, docs/tuning_record.md).
 
-  --budget SECONDS    wall-clock time for the whole run (default 1200)
+  --budget SECONDS    wall-clock time for the whole run (default 1200): the search shares five
+                      sixths of it among the classes by successive halving, and a sixth is kept
+                      for confirming each class's pick against the default in a new process
+                      (magi2-tune-measure --confirm); only confirmed picks ship
   --seed N            seed of the search's random choices: a run can be repeated (default 1)
   --record FILE       the record to write; an existing one for this machine and these sources is
                       resumed: what it holds is not measured again (default tuning.json)
@@ -60,6 +65,27 @@ build ships (-DMAGI2NORM_TUNING=<record>; docs/tuning.md, docs/tuning_record.md)
   --select            GPU backends: keep each class's best of a measured record, then exit
   --help              this text
 )";
+
+// The part of the budget kept for the confirmation (confirm.hpp).
+constexpr double kConfirmShare = 1.0 / 6;
+
+// magi2-tune-measure --confirm, beside this program: the picks and the defaults timed again in
+// a process of their own; it writes the verdicts into the record.
+bool run_confirmation(const std::string &record, const std::string &cache, double seconds) {
+    char self[4096] = {};
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    std::string dir = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string(".");
+    dir = dir.substr(0, dir.find_last_of('/'));
+    const std::string cmd = "'" + dir + "/magi2-tune-measure' --confirm --record '" + record + "' --cache '" + cache +
+                            "' --seconds " + std::to_string(seconds);
+    std::printf("confirming the picks in a new process (%.0f s)\n", seconds);
+    std::fflush(stdout);
+    if (std::system(cmd.c_str()) != 0) {
+        std::fprintf(stderr, "magi2-tune: the confirmation failed (%s)\n", cmd.c_str());
+        return false;
+    }
+    return true;
+}
 
 [[noreturn]] void usage(const std::string &why) {
     std::fprintf(stderr, "magi2-tune: %s\n(magi2-tune --help lists the flags)\n", why.c_str());
@@ -121,10 +147,12 @@ int main(int argc, char **argv) {
     Record record;
     if (auto found = load(record_path)) {
         record = *found;
-        if (record.generator_version != MAGI2NORM_GENERATOR_VERSION || record.machine.cpu != machine.cpu ||
-            record.machine.isa != machine.isa || record.backend != magi2norm::backend_name(options.backend)) {
-            std::fprintf(stderr, "magi2-tune: %s was made for another machine, generator or backend (%s, %s, %s); name a new --record\n",
-                         record_path.c_str(), record.machine.cpu.c_str(), record.machine.isa.c_str(), record.backend.c_str());
+        const std::string other_machine = machine_difference(record.machine, machine);
+        if (record.generator_version != MAGI2NORM_GENERATOR_VERSION || !other_machine.empty() ||
+            record.backend != magi2norm::backend_name(options.backend)) {
+            std::fprintf(stderr, "magi2-tune: %s was made for another machine, generator or backend (%s; backend %s); name a new --record\n",
+                         record_path.c_str(), other_machine.empty() ? "generator_version differs" : other_machine.c_str(),
+                         record.backend.c_str());
             return 1;
         }
         std::printf("resuming %s: %zu schedules measured\n", record_path.c_str(), record.measured.size());
@@ -144,13 +172,22 @@ int main(int argc, char **argv) {
         for (const TuneCase &k : record.cases) known = known || k.id == c.id;
         if (!known) record.cases.push_back(c);
     }
-    std::printf("magi2-tune: %zu cases, budget %.0f s, %s on %s (%s, %d cores, L3 %lld MiB), strategy %s, seed %llu\n",
-                record.cases.size(), options.budget_seconds, record.backend.c_str(), machine.cpu.c_str(), machine.isa.c_str(),
-                machine.cores, static_cast<long long>(machine.l3 >> 20), options.strategy.c_str(),
+    std::printf("magi2-tune: %zu cases, budget %.0f s, %s on %s (%s family %d model %d stepping %d, %s, %d cores, %d threads, "
+                "L2 %lld KiB, L3 %lld MiB), strategy %s, seed %llu\n",
+                record.cases.size(), options.budget_seconds, record.backend.c_str(), machine.cpu.c_str(), machine.vendor.c_str(),
+                machine.family, machine.model, machine.stepping, machine.isa.c_str(), machine.cores, machine.threads,
+                static_cast<long long>(machine.l2 >> 10), static_cast<long long>(machine.l3 >> 20), options.strategy.c_str(),
                 static_cast<unsigned long long>(options.seed));
-    Compiler compiler(cache, jobs > 0 ? jobs : machine.cores);
+    Compiler compiler(cache, jobs > 0 ? jobs : machine.threads);
     if (options.backend == magi2norm::Backend::cpu) {
+        const bool confirm = options.strategy != "adams2019-sampling";
+        if (confirm) options.reserve_seconds = options.budget_seconds * kConfirmShare;
         Search(options, compiler, record).run();
+        if (confirm) {
+            save(record, record_path);
+            if (!run_confirmation(record_path, cache, options.reserve_seconds)) return 1;
+            record = *load(record_path);
+        }
     } else {
         record.machine.compute_capability = options.backend == magi2norm::Backend::cuda ? capability : 0;
         prepare_batch(record, compiler, options.backend, random_per_class);

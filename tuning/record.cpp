@@ -12,7 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char *kFormat = "magi2norm-tuning/1";
+constexpr const char *kFormat = "magi2norm-tuning/2";
 
 DType dtype_of(const std::string &name) {
     const auto d = parse_dtype(name);
@@ -73,6 +73,21 @@ ShapeClass class_of_json(const json &j) {
     return c;
 }
 
+// An interval's bounds as numbers; an unbounded upper end (fewer than 2 rounds) as null.
+json to_json(const RatioInterval &r) {
+    return {{"estimate", r.estimate}, {"lower", r.lower}, {"upper", std::isfinite(r.upper) ? json(r.upper) : json(nullptr)},
+            {"rounds", r.rounds}};
+}
+
+RatioInterval interval_of(const json &j) {
+    RatioInterval r;
+    r.estimate = j.at("estimate").get<double>();
+    r.lower = j.at("lower").get<double>();
+    r.upper = j.at("upper").is_null() ? HUGE_VAL : j.at("upper").get<double>();
+    r.rounds = j.at("rounds").get<int>();
+    return r;
+}
+
 Scope scope_of(const std::string &backend) { return backend == "cpu" ? Scope::cpu : Scope::gpu; }
 
 }  // namespace
@@ -103,8 +118,13 @@ void save(const Record &r, const std::string &path) {
     j["generator_version"] = r.generator_version;
     j["backend"] = r.backend;
     j["machine"] = {{"cpu", r.machine.cpu},
+                    {"vendor", r.machine.vendor},
+                    {"family", r.machine.family},
+                    {"model", r.machine.model},
+                    {"stepping", r.machine.stepping},
                     {"isa", r.machine.isa},
                     {"cores", r.machine.cores},
+                    {"threads", r.machine.threads},
                     {"caches", {{"l1d", r.machine.l1d}, {"l2", r.machine.l2}, {"l3", r.machine.l3}}},
                     {"gpu", r.machine.gpu.empty() ? json(nullptr)
                                                   : json{{"name", r.machine.gpu}, {"compute_capability", r.machine.compute_capability}}}};
@@ -141,6 +161,12 @@ void save(const Record &r, const std::string &path) {
         for (const auto &[name, value] : c.params) params[name] = value;
         json k = to_json(c.klass);
         k.update({{"best", c.best}, {"params", params}, {"score", c.score}, {"noise", c.noise}, {"significant", c.significant}});
+        json confirmed_cases = json::object();
+        for (const auto &[id, interval] : c.confirmation.cases) confirmed_cases[id] = to_json(interval);
+        k["confirmation"] = {{"status", c.confirmation.status}, {"speedup", to_json(c.confirmation.speedup)},
+                             {"cases", confirmed_cases}, {"seconds", c.confirmation.seconds}};
+        k["spend"] = {{"candidates", c.spend.candidates}, {"seconds", c.spend.seconds}, {"visits", c.spend.visits},
+                      {"start", c.spend.start}};
         j["classes"].push_back(k);
     }
     const std::string part = path + ".part";
@@ -152,14 +178,24 @@ std::optional<Record> load(const std::string &path) {
     std::ifstream in(path);
     if (!in) return std::nullopt;
     const json j = json::parse(in);
-    if (j.value("format", "") != kFormat) throw std::runtime_error(path + " is not a " + std::string(kFormat) + " record");
+    const std::string format = j.value("format", "");
+    if (format == "magi2norm-tuning/1") {
+        throw std::runtime_error(path + " is a magi2norm-tuning/1 record, from before the machine keys and the confirmed picks: "
+                                        "tune again with a new --record");
+    }
+    if (format != kFormat) throw std::runtime_error(path + " is not a " + std::string(kFormat) + " record");
     Record r;
     r.generator_version = j.at("generator_version").get<std::string>();
     r.backend = j.at("backend").get<std::string>();
     const json &m = j.at("machine");
     r.machine.cpu = m.at("cpu").get<std::string>();
+    r.machine.vendor = m.at("vendor").get<std::string>();
+    r.machine.family = m.at("family").get<int>();
+    r.machine.model = m.at("model").get<int>();
+    r.machine.stepping = m.at("stepping").get<int>();
     r.machine.isa = m.at("isa").get<std::string>();
     r.machine.cores = m.at("cores").get<int>();
+    r.machine.threads = m.at("threads").get<int>();
     r.machine.l1d = m.at("caches").at("l1d").get<std::int64_t>();
     r.machine.l2 = m.at("caches").at("l2").get<std::int64_t>();
     r.machine.l3 = m.at("caches").at("l3").get<std::int64_t>();
@@ -213,6 +249,16 @@ std::optional<Record> load(const std::string &path) {
         k.score = c.at("score").get<double>();
         k.noise = c.at("noise").get<double>();
         k.significant = c.at("significant").get<bool>();
+        const json &confirmation = c.at("confirmation");
+        k.confirmation.status = confirmation.at("status").get<std::string>();
+        k.confirmation.speedup = interval_of(confirmation.at("speedup"));
+        for (const auto &[id, interval] : confirmation.at("cases").items()) k.confirmation.cases[id] = interval_of(interval);
+        k.confirmation.seconds = confirmation.at("seconds").get<double>();
+        const json &spend = c.at("spend");
+        k.spend.candidates = spend.at("candidates").get<int>();
+        k.spend.seconds = spend.at("seconds").get<double>();
+        k.spend.visits = spend.at("visits").get<int>();
+        k.spend.start = spend.at("start").get<std::string>();
         r.classes.push_back(k);
     }
     return r;

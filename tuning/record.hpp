@@ -10,6 +10,7 @@
 
 #include "cases.hpp"
 #include "compile.hpp"
+#include "interval.hpp"
 #include "machine.hpp"
 
 namespace magi2norm::tuning {
@@ -41,13 +42,34 @@ struct Measured {
     double noise() const;  // the largest noise over its cases
 };
 
+// The search's pick of a class timed again against the default, in fresh interleaved rounds in
+// a process of its own (confirm.hpp).
+struct Confirmation {
+    std::string status;    // "shipped: ...", "not shipped: ...", or empty (not confirmed)
+    RatioInterval speedup;  // default time / pick time over the class's cases, with its 95% interval
+    std::map<std::string, RatioInterval> cases;  // case id -> the same, of that case alone
+    double seconds = 0;     // what it took, its buffers' setup included
+};
+
+// How the search's budget was spent on a class (halving.hpp).
+struct Spend {
+    int candidates = 0;  // schedules measured on its cases (this run and those it resumed)
+    double seconds = 0;  // wall time of its visits, their setups included
+    int visits = 0;      // rungs of the successive halving it took part in
+    std::string start;   // where its search started: "defaults" or a neighbouring class's best
+};
+
 struct ClassResult {
     ShapeClass klass;
-    std::string best;      // id of the best knob schedule (the defaults when nothing won)
+    std::string best;      // id of the search's pick (empty when nothing beat the defaults)
     Config params;         // its knobs that differ from the defaults
-    double score = 1;      // its score
+    double score = 1;      // its score in the search
     double noise = 0;
-    bool significant = false;  // it beats the defaults by more than the noise
+    Confirmation confirmation;
+    Spend spend;
+    // Whether the build makes the class's variants: the pick's confirmed speedup interval lies
+    // above 1 and no case of the class was confirmed slower (GPU records: select_classes' rule).
+    bool significant = false;
 };
 
 // A runtime knob's measurement on one case: the same call's two choices, each followed by a
@@ -78,7 +100,8 @@ struct Record {
 };
 
 void save(const Record &record, const std::string &path);
-// Empty when `path` does not exist; throws when it is not a record.
+// Empty when `path` does not exist; throws when it is not a record of this format (a record of
+// format magi2norm-tuning/1, from before the machine keys and the confirmation, included).
 std::optional<Record> load(const std::string &path);
 
 }  // namespace magi2norm::tuning

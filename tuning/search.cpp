@@ -90,6 +90,36 @@ std::string clock_text(double elapsed, double budget) {
     return mmss(elapsed) + " / " + mmss(budget);
 }
 
+// A record entry's verdict as the strategy takes it.
+Outcome outcome_of(const Measured &m, double vs_incumbent, bool worse_somewhere) {
+    Outcome o;
+    o.ok = !std::isnan(vs_incumbent) && m.status == "ok";
+    o.vs_incumbent = vs_incumbent;
+    o.worse_somewhere = worse_somewhere;
+    o.noise = m.noise();
+    o.score = m.score();
+    o.id = m.id;
+    return o;
+}
+
+// The class searched before whose pick is the nearest start for `klass`: the same dtype pair
+// first, then the same row bucket, then the nearest bytes bucket; null when no class has a pick.
+const ClassResult *neighbour(const Record &record, const ShapeClass &klass) {
+    const ClassResult *best = nullptr;
+    double best_distance = 0;
+    for (const ClassResult &c : record.classes) {
+        if (c.best.empty() || c.klass.name == klass.name) continue;
+        const double distance = (c.klass.in != klass.in || c.klass.out != klass.out ? 1000 : 0) +
+                                (c.klass.dim_min != klass.dim_min ? 100 : 0) +
+                                std::abs(std::log2((c.klass.bytes_min + 1.0) / (klass.bytes_min + 1.0)));
+        if (!best || distance < best_distance) {
+            best = &c;
+            best_distance = distance;
+        }
+    }
+    return best;
+}
+
 }  // namespace
 
 // What a class's tuning keeps while it runs: the benches of its cases (buffers filled once), the
@@ -102,7 +132,14 @@ struct Search::ClassRun {
     std::vector<std::vector<unsigned char>> expected;
     std::map<std::string, std::vector<detail::KernelEntry>> kernels;  // schedule key -> one per case
     std::map<std::string, std::string> errors;                        // schedule key -> why it failed to build
+    std::map<std::string, std::vector<std::string>> names;            // schedule key -> its variant's name per case
     double deadline = 0;
+    int fresh = 0;        // knob schedules measured in this visit
+    int minimum = 0;      // knob schedules the visit measures however short its share
+    int evaluations = 0;  // evaluate calls in this visit
+    // Whether the visit goes on: its share lasts, or it has not yet measured its minimum (given
+    // a few more tries, in case every schedule it meets was measured before).
+    bool time_left() const { return now() < deadline || (fresh < minimum && evaluations < 4 * minimum); }
 };
 
 namespace {
@@ -119,7 +156,7 @@ Search::Search(SearchOptions options, Compiler &compiler, Record &record)
 
 void Search::run() {
     const double start = now();
-    const double end = start + options_.budget_seconds;
+    const double end = start + options_.budget_seconds - options_.reserve_seconds;
     // Classes in the order of the record's cases.
     std::vector<ShapeClass> classes;
     std::map<std::string, std::vector<const TuneCase *>> members;
@@ -130,16 +167,23 @@ void Search::run() {
     }
     const bool runtime = options_.strategy != "adams2019-sampling" && options_.backend == Backend::cpu;
     const double class_end = runtime ? end - options_.budget_seconds / 20 : end;
-    for (std::size_t i = 0; i < classes.size(); ++i) {
-        // An even share of what is left, counted from the end of the class's setup: the buffers
-        // of a from-memory class (GBs, filled and run through the library once) take most of a
-        // share, which left such classes without a measured candidate.
-        const double share = (class_end - now()) / static_cast<double>(classes.size() - i);
-        tune_class(classes[i], members[classes[i].name], share);
+    const auto visit = [&](std::size_t i, double share, int rung) {
+        const ClassProgress p = tune_class(classes[i], members[classes[i].name], share, rung);
         if (!options_.record_path.empty()) save(record_, options_.record_path);
-        std::printf("[%s] %zu of %zu classes done\n", clock_text(now() - start, options_.budget_seconds).c_str(), i + 1, classes.size());
+        std::printf("[%s] %s: visit %d done (gain %.3f, first pass %.0f%% untried)\n",
+                    clock_text(now() - start, options_.budget_seconds).c_str(), classes[i].name.c_str(), rung + 1, p.gain,
+                    100 * p.untried);
         std::fflush(stdout);
+        return p;
+    };
+    if (options_.strategy == "adams2019-sampling") {
+        // The anchor keeps an even split: each class's share of what is left, from the end of
+        // its setup.
+        for (std::size_t i = 0; i < classes.size(); ++i) visit(i, (class_end - now()) / static_cast<double>(classes.size() - i), 0);
+        return;
     }
+    // Successive halving (halving.hpp).
+    successive_halving(classes.size(), class_end, now, visit);
     if (runtime) tune_runtime(end);
 }
 
@@ -201,8 +245,10 @@ void Search::tune_runtime(double deadline) {
     }
 }
 
-void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds) {
+ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds, int visit) {
+    const double visit_start = now();
     ClassRun run{klass, cases};
+    run.minimum = visit == 0 ? kMinCandidates : 0;
     for (const TuneCase *c : cases) {
         run.benches.push_back(std::make_unique<CaseBench>(*c, klass, record_.machine, options_.backend));
         run.library.push_back(&run.benches.back()->library_kernel());
@@ -244,6 +290,9 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
             auto &list = run.kernels[key];
             list.resize(cases.size());
             list[slots[k].second] = made[k].entry;
+            auto &names = run.names[key];
+            names.resize(cases.size());
+            names[slots[k].second] = made[k].name;
         }
         for (const auto &[key, error] : run.errors) run.kernels.erase(key);
         return seconds;
@@ -325,11 +374,12 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
                               const std::string &strategy) -> std::vector<Evaluated> {
         std::vector<Schedule> to_build(schedules);
         if (incumbent) to_build.push_back(*incumbent);
+        ++run.evaluations;
         const auto seconds = build(to_build);
         std::vector<Evaluated> results;
         for (const Schedule &s : schedules) {
             const std::string key = schedule_key(s);
-            if (now() > run.deadline && !results.empty()) break;
+            if (!results.empty() && !run.time_left()) break;
             // Measured by an earlier run: its ratios to the library's variant stand.
             if (const Measured *known = record_.find(klass.name, s)) {
                 bool worse = false;
@@ -351,6 +401,11 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
             }
             double vs_incumbent = NAN;
             bool worse = false;
+            if (!s.autoscheduled()) ++run.fresh;
+            if (m.status == "ok" && options_.backend == Backend::cpu) {
+                // The confirmation (another process) loads the pick from the cache by these names.
+                for (std::size_t i = 0; i < cases.size(); ++i) m.variants[cases[i]->id] = run.names.at(key)[i];
+            }
             if (m.status == "ok") {
                 const bool has_incumbent = incumbent && run.kernels.count(schedule_key(*incumbent));
                 double log_sum = 0;
@@ -378,9 +433,22 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
     // record_.measured grows while pointers into it are held: keep room.
     record_.measured.reserve(record_.measured.size() + 4096);
 
+    // The class's result so far (an earlier visit's, or a resumed run's), whose spend this visit adds to.
     ClassResult result;
     result.klass = klass;
+    for (const ClassResult &c : record_.classes) {
+        if (c.klass.name == klass.name) result = c;
+    }
+    result.klass = klass;
     const Config defaults = default_config(scope_of(options_.backend));
+    const auto finish = [&](ClassProgress progress) {
+        result.spend.candidates = static_cast<int>(std::count_if(record_.measured.begin(), record_.measured.end(),
+                                                                 [&](const Measured &m) { return m.class_name == klass.name; }));
+        result.spend.seconds += now() - visit_start;
+        result.spend.visits += 1;
+        keep_class_result(record_, result);
+        return progress;
+    };
 
     if (options_.strategy == "adams2019-sampling") {
         for (int seed = 0; seed == 0 || now() < run.deadline; ++seed) {  // Adams2019 itself at least
@@ -392,12 +460,12 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
             s.dropout_seed = seed;
             evaluate({s}, nullptr, 1, options_.strategy);
         }
-        keep_class_result(record_, result);
-        return;
+        result.spend.start = "adams2019";
+        return finish({});
     }
 
-    // Halide's autoschedulers, each at the class's own estimates.
-    if (options_.backend == Backend::cpu && options_.strategy == "coordinate") {
+    // Halide's autoschedulers, each at the class's own estimates, on the first visit.
+    if (visit == 0 && options_.backend == Backend::cpu && options_.strategy == "coordinate") {
         std::vector<Schedule> autos;
         for (const char *kind : {"adams2019", "li2018", "mullapudi2016"}) {
             Schedule s;
@@ -410,10 +478,10 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
         evaluate(autos, nullptr, 1, "autoschedulers");
     }
 
-    // Coordinate descent from the defaults, then seeded restarts (strategy.hpp).
+    // Coordinate descent, then seeded restarts (strategy.hpp).
     StrategyCalls calls;
     calls.knobs_of = [&](const Config &c) { return relevant_knobs(options_.backend, cases, run.library, c); };
-    calls.time_left = [&] { return now() < run.deadline; };
+    calls.time_left = [&] { return run.time_left(); };
     double incumbent_score = 1;
     calls.evaluate = [&](const std::vector<Config> &tries, const Config *incumbent) {
         const auto schedule_of = [](const Config &c) {
@@ -426,14 +494,7 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
         const Schedule incumbent_schedule = incumbent ? schedule_of(*incumbent) : Schedule{};
         std::vector<Outcome> outcomes;
         for (const Evaluated &e : evaluate(schedules, incumbent ? &incumbent_schedule : nullptr, incumbent_score, options_.strategy)) {
-            Outcome o;
-            o.ok = !std::isnan(e.vs_incumbent);
-            o.vs_incumbent = e.vs_incumbent;
-            o.worse_somewhere = e.worse_somewhere;
-            o.noise = e.measured->noise();
-            o.score = e.measured->score();
-            o.id = e.measured->id;
-            outcomes.push_back(o);
+            outcomes.push_back(outcome_of(*e.measured, e.vs_incumbent, e.worse_somewhere));
         }
         return outcomes;
     };
@@ -443,15 +504,65 @@ void Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCas
         s.config = c;
         std::printf("  %-26s incumbent now %s (%.3f of the library's time)\n", klass.name.c_str(), s.describe().c_str(), o.score);
     };
-    const StrategyResult found = coordinate_search(defaults, calls, options_.seed ^ std::hash<std::string>{}(klass.name));
+
+    // Where the descent starts: the class's own best from an earlier visit; else, on a first
+    // visit, the best of the nearest class searched before, where it beats the defaults here
+    // (timed against them); else the defaults.
+    Config start = defaults;
+    Outcome start_outcome;
+    bool started = false;
+    const Measured *own = nullptr;
+    for (const Measured &m : record_.measured) {
+        if (!result.best.empty() && m.id == result.best && m.status == "ok") own = &m;
+    }
+    if (own) {
+        start = own->schedule.config;
+        start_outcome = outcome_of(*own, 1, false);
+        started = true;
+    } else if (const ClassResult *near = neighbour(record_, klass)) {
+        Config tried = defaults;
+        for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, defaults)) {
+            if (near->params.count(name)) tried[name] = near->params.at(name);
+        }
+        std::string verdict = " (did not win here)";
+        if (tried != defaults) {
+            const std::vector<Outcome> o = calls.evaluate({tried}, nullptr);
+            if (!o.empty() && beats_incumbent(o[0])) {
+                start = tried;
+                start_outcome = o[0];
+                started = true;
+                incumbent_score = o[0].score;
+                verdict = "";
+            }
+        } else {
+            verdict = " (no knob of this class's)";
+        }
+        if (result.spend.start.empty()) result.spend.start = started ? near->klass.name + "'s best" : "defaults; " + near->klass.name + "'s best" + verdict;
+    }
+    if (result.spend.start.empty()) result.spend.start = "defaults";
+    if (started) incumbent_score = start_outcome.score;
+    const std::uint64_t seed = options_.seed ^ std::hash<std::string>{}(klass.name) ^ (static_cast<std::uint64_t>(visit) << 32);
+    const StrategyResult found = coordinate_search(start, calls, seed, started ? &start_outcome : nullptr);
     result.best = found.moved ? found.outcome.id : "";
+    result.params.clear();
     for (const auto &[name, value] : found.best) {
         if (value != knob(name).default_value) result.params[name] = value;
     }
     result.score = found.moved ? found.outcome.score : 1;
     result.noise = found.moved ? found.outcome.noise : 0;
-    result.significant = found.moved;
-    keep_class_result(record_, result);
+    // Shipped only once confirmed (confirm.hpp).
+    result.significant = false;
+    result.confirmation = Confirmation{};
+
+    ClassProgress progress;
+    progress.gain = found.moved ? 1 - found.outcome.score : 0;
+    std::size_t first_pass = 0;
+    for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, defaults)) first_pass += knob(name).values.size() - 1;
+    const int knob_candidates = static_cast<int>(std::count_if(record_.measured.begin(), record_.measured.end(), [&](const Measured &m) {
+        return m.class_name == klass.name && !m.schedule.autoscheduled();
+    }));
+    progress.untried = first_pass == 0 ? 0 : std::max(0.0, 1 - static_cast<double>(knob_candidates) / static_cast<double>(first_pass));
+    return finish(progress);
 }
 
 }  // namespace magi2norm::tuning

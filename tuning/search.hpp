@@ -1,14 +1,20 @@
 // The search, one shape class at a time under a shared time budget.
 //
-// Strategy `coordinate` (the default): Halide's three autoschedulers at the class's own
-// estimates, then coordinate descent over the hand schedule's knobs that can change the class's
-// calls, from the shipped defaults: each legal value of one knob in turn (compiled together),
-// the best kept when it beats the incumbent by more than the noise, until a pass changes
-// nothing; then restarts from seeded random configurations while the class's share of the
-// budget lasts (strategy.hpp says why).
+// The classes share the budget by successive halving (halving.hpp): every class is visited
+// with an even share, then the half with the largest expected gain is visited again for twice
+// as long, and so on. On its first visit, strategy `coordinate` (the default) measures Halide's
+// three autoschedulers at the class's own estimates; then (every visit) coordinate descent over
+// the hand schedule's knobs that can change the class's calls: each legal value of one knob in
+// turn (compiled together), the best kept when it beats the incumbent by more than the noise,
+// until a pass changes nothing; then restarts from seeded random configurations while the
+// visit's share lasts (strategy.hpp says why). A first visit starts from the best of the
+// nearest class already searched (same dtypes, then same row bucket, then nearest bytes) where
+// that beats the defaults here; a later visit from the class's own best. Every first visit
+// measures at least kMinCandidates knob schedules, however short its share.
 //
 // Then the runtime knobs (tune_runtime), with what is left of the budget (a twentieth is kept
-// for them).
+// for them). What follows the search (the confirmation, confirm.hpp) is given
+// `reserve_seconds` of the budget.
 //
 // Strategy `adams2019-sampling` is the anchor: Adams2019's beam search, then random-dropout
 // samples (beam 1, dropout 90, seeds 1, 2, ...) as Halide's autotune loop draws them, the best
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "compile.hpp"
+#include "halving.hpp"
 #include "record.hpp"
 
 namespace magi2norm::tuning {
@@ -35,7 +42,11 @@ struct SearchOptions {
     std::string strategy = "coordinate";
     Backend backend = Backend::cpu;
     std::string record_path;  // saved after every class; a run resumes from it
+    double reserve_seconds = 0;  // of budget_seconds, kept for what follows the search
 };
+
+// Knob schedules (the autoschedulers' aside) a class's first visit measures however short its share.
+constexpr int kMinCandidates = 3;
 
 class Search {
 public:
@@ -45,8 +56,9 @@ public:
 
 private:
     struct ClassRun;
-    // `seconds`: the class's share of the budget, from the end of its setup.
-    void tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds);
+    // `seconds`: the visit's share of the budget, from the end of its setup; `visit`: 0 for the
+    // first. Returns the class's progress for the halving.
+    ClassProgress tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds, int visit);
     // The runtime knobs: streaming_min_output_bytes from the calls whose output sizes it can
     // split (each call timed with ordinary and with streaming stores, followed by a read of its
     // output); the row-regrouping limits only where a case is regrouped.

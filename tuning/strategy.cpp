@@ -7,9 +7,14 @@ namespace magi2norm::tuning {
 
 bool beats_incumbent(const Outcome &o) { return o.ok && !o.worse_somewhere && o.vs_incumbent < 1 - std::max(o.noise, 0.01); }
 
-StrategyResult coordinate_search(const Config &start, const StrategyCalls &calls, std::uint64_t seed) {
+StrategyResult coordinate_search(const Config &start, const StrategyCalls &calls, std::uint64_t seed,
+                                 const Outcome *start_outcome) {
     StrategyResult result;
     result.best = start;
+    if (start_outcome) {
+        result.moved = true;
+        result.outcome = *start_outcome;
+    }
     const auto take = [&](const Config &config, const Outcome &outcome) {
         result.best = config;
         result.moved = true;
@@ -47,17 +52,22 @@ StrategyResult coordinate_search(const Config &start, const StrategyCalls &calls
     };
     descend();
     std::mt19937_64 rng(seed);
-    while (calls.time_left()) {
+    for (int same = 0; calls.time_left() && same < 1000;) {
         // Two knobs of the incumbent at random values: near a good incumbent a whole random
         // point almost never wins, a pair that a one-knob pass cannot move together may.
         Config restart = result.best;
         const std::vector<std::string> names = calls.knobs_of(result.best);
-        for (int k = 0; k < 2 && !names.empty(); ++k) {
+        if (names.empty()) break;
+        for (int k = 0; k < 2; ++k) {
             const std::string &name = names[rng() % names.size()];
             const auto &values = knob(name).values;
             restart[name] = values[rng() % values.size()];
         }
-        if (restart == result.best) continue;
+        if (restart == result.best) {
+            ++same;  // no knob with a second value: nothing to restart from
+            continue;
+        }
+        same = 0;
         const std::vector<Outcome> outcomes = calls.evaluate({restart}, incumbent());
         if (!outcomes.empty() && beats_incumbent(outcomes[0])) {
             take(restart, outcomes[0]);

@@ -49,6 +49,10 @@ struct StrategyResult {
 // than the incumbent by more than its noise (and at least 1%).
 bool beats_incumbent(const Outcome &o);
 
-StrategyResult coordinate_search(const Config &start, const StrategyCalls &calls, std::uint64_t seed);
+// `start_outcome`: `start` already beat the shipped default with this verdict (a neighbouring
+// class's best, or this class's best from an earlier visit), so it is the incumbent from the
+// outset; null: `start` is the shipped default.
+StrategyResult coordinate_search(const Config &start, const StrategyCalls &calls, std::uint64_t seed,
+                                 const Outcome *start_outcome = nullptr);
 
 }  // namespace magi2norm::tuning

@@ -2,20 +2,29 @@
 """Runs magi2-tune twice on one small class and checks the record it writes: every schedule is
 either measured (with the library's times beside its own) or rejected with a reason; Halide's
 three autoschedulers are among them; a schedule whose generator parameters change the results
-(the test adds sum_steps=64 through MAGI2NORM_TUNE_TEST_PARAMS) is rejected for its bits; and the
-second run, resumed from the record, measures no schedule again.
+(the test adds sum_steps=64 through MAGI2NORM_TUNE_TEST_PARAMS) is rejected for its bits; the
+second run, resumed from the record, measures no schedule again; on the CPU every class's pick
+went through the confirmation (a class ships only with a confirmed interval above 1) and the
+record says what each class cost, with the machine's keys.
 
-  check_tuning_run.py MAGI2_TUNE WORK_DIR [--backend cpu|opencl]
+With `budget` in place of the backend: one run over three classes of different sizes (one of
+them from memory), whose budget reaches every class (each measures knob candidates) and is kept.
+
+  check_tuning_run.py MAGI2_TUNE WORK_DIR -- cpu|opencl|budget
 """
 import json
 import os
 import subprocess
 import sys
+import time
+
+MIN_CANDIDATES = 3  # tuning/search.hpp, kMinCandidates
+MIN_ROUNDS = 10     # tuning/confirm.hpp, ConfirmOptions::min_rounds
 
 
-def run(tune, work, backend, budget, extra_env=None, norm="final_norm", strategy="coordinate"):
+def run(tune, work, backend, budget, extra_env=None, norm="final_norm", strategy="coordinate", tokens="16"):
     env = dict(os.environ, **(extra_env or {}))
-    args = [tune, "--budget", str(budget), "--tokens", "16", "--norms", norm, "--rounds", "3",
+    args = [tune, "--budget", str(budget), "--tokens", tokens, "--norms", norm, "--rounds", "3",
             "--record", os.path.join(work, "record.json"), "--cache", os.path.join(work, "cache"), "--backend", backend]
     if backend == "cpu":
         args += ["--strategy", strategy]
@@ -29,6 +38,50 @@ def run(tune, work, backend, budget, extra_env=None, norm="final_norm", strategy
     return json.load(open(os.path.join(work, "record.json")))
 
 
+def check_cpu_classes(record):
+    """The confirmation's verdict and the budget's spend on every class of a CPU record."""
+    machine = record["machine"]
+    for key in ("vendor", "family", "model", "stepping", "cores", "threads"):
+        assert key in machine, key
+    assert machine["threads"] >= machine["cores"] >= 1 and machine["caches"]["l3"] >= 0, machine
+    for k in record["classes"]:
+        c, spend = k["confirmation"], k["spend"]
+        assert c["status"], k["name"]
+        assert k["significant"] == c["status"].startswith("shipped"), (k["name"], c["status"])
+        if not k["best"]:
+            assert c["status"].startswith("no pick"), (k["name"], c["status"])
+        elif not c["status"].startswith("not shipped: the record") and "cannot load" not in c["status"]:
+            assert c["speedup"]["rounds"] >= MIN_ROUNDS, (k["name"], c)
+            assert all(case["rounds"] == c["speedup"]["rounds"] for case in c["cases"].values()), c
+            lower, upper = c["speedup"]["lower"], c["speedup"]["upper"]
+            assert 0 < lower <= c["speedup"]["estimate"] <= upper, c
+            assert k["significant"] == (lower > 1 and all(x["upper"] >= 1 for x in c["cases"].values())), (k["name"], c)
+        assert spend["visits"] >= 1 and spend["seconds"] > 0 and spend["start"], (k["name"], spend)
+        measured = [m for m in record["candidates"] if m["class"] == k["name"]]
+        assert spend["candidates"] == len(measured), (k["name"], spend, len(measured))
+        # Every class measures knob candidates, whatever the autoschedulers took.
+        knob_runs = [m for m in measured if m["schedule"]["kind"] == "knobs"]
+        assert len(knob_runs) >= MIN_CANDIDATES, (k["name"], len(knob_runs))
+
+
+def check_budget(tune, work):
+    """Three classes (the Q/K norm at T = 16, 256, 4096: under 4 MiB, under 32 MiB, and from
+    memory): every class is visited and measures knob candidates, and the run keeps its budget
+    but for the last setups (seconds)."""
+    budget = 40
+    start = time.monotonic()
+    record = run(tune, work, "cpu", budget, norm="qk_norm", strategy="knobs", tokens="16,256,4096")
+    elapsed = time.monotonic() - start
+    names = {k["name"] for k in record["classes"]}
+    assert len(names) == 3, names
+    check_cpu_classes(record)
+    spent = sum(k["spend"]["seconds"] for k in record["classes"])
+    assert spent <= budget, spent
+    assert elapsed < budget + 60, elapsed
+    print(f"budget run: {elapsed:.0f} s, classes' spend " +
+          ", ".join(f"{k['name']} {k['spend']['candidates']} in {k['spend']['seconds']:.0f} s" for k in record["classes"]))
+
+
 def main():
     tune, work = sys.argv[1], sys.argv[2]
     backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
@@ -36,6 +89,9 @@ def main():
     for name in ("record.json",):
         if os.path.exists(os.path.join(work, name)):
             os.remove(os.path.join(work, name))
+    if backend == "budget":
+        check_budget(tune, work)
+        return
     record = run(tune, work, backend, 20)
     candidates = record["candidates"]
     assert candidates, "no schedule measured"
@@ -52,6 +108,7 @@ def main():
         kinds = {c["schedule"]["kind"] for c in candidates}
         assert {"adams2019", "li2018", "mullapudi2016"} <= kinds, kinds
         assert record["runtime"]["streaming_min_output_bytes"] > 0
+        check_cpu_classes(record)
     seen = len(candidates)
     again = run(tune, work, backend, 3)
     keys = [(c["class"], json.dumps(c["schedule"], sort_keys=True)) for c in again["candidates"]]
@@ -70,6 +127,7 @@ def main():
         assert knob_runs and all(st.startswith("rejected: ") for st in statuses), statuses
         assert any("differs from the library" in st for st in statuses), statuses
         assert not any(k["significant"] for k in bad["classes"])
+        assert all(k["confirmation"]["status"].startswith("no pick") for k in bad["classes"]), bad["classes"]
     print("tuning run: record checked")
 
 

@@ -183,11 +183,52 @@ TEST(Strategy, KeepsTheStartWhenNothingBeatsItByMoreThanTheNoise) {
     EXPECT_EQ(found.best, default_config(Scope::cpu));
 }
 
+// A class that starts from a neighbouring class's best: every try is timed against it (not the
+// default), and it stays the pick when nothing beats it.
+TEST(Strategy, StartsFromANeighboursBestAsTheIncumbent) {
+    Config start = default_config(Scope::cpu);
+    start["cpu_task_bytes"] = 262144;
+    Outcome start_outcome;
+    start_outcome.ok = true;
+    start_outcome.score = 0.9;
+    start_outcome.id = "neighbour's best here";
+    StrategyCalls calls;
+    calls.knobs_of = [](const Config &) { return std::vector<std::string>{"cpu_task_bytes", "cpu_chunk_bytes"}; };
+    int evaluations = 0, against_start = 0;
+    calls.time_left = [&] { return evaluations < 20; };
+    calls.evaluate = [&](const std::vector<Config> &tries, const Config *incumbent) {
+        if (incumbent && *incumbent == start) ++against_start;
+        std::vector<Outcome> outcomes;
+        for (std::size_t i = 0; i < tries.size(); ++i) {
+            ++evaluations;
+            Outcome o;
+            o.ok = true;
+            o.vs_incumbent = 1.02;
+            o.noise = 0.005;
+            outcomes.push_back(o);
+        }
+        return outcomes;
+    };
+    const StrategyResult found = coordinate_search(start, calls, 3, &start_outcome);
+    EXPECT_TRUE(found.moved);
+    EXPECT_EQ(found.best, start);
+    EXPECT_EQ(found.outcome.id, start_outcome.id);
+    EXPECT_GT(against_start, 0);
+    EXPECT_GE(evaluations, 20);
+}
+
 TEST(Record, ComesBackAsItWentIn) {
     Record r;
     r.generator_version = "abc";
     r.machine.cpu = "a cpu";
     r.machine.isa = "x86-64-linux-sse41";
+    r.machine.vendor = "AuthenticAMD";
+    r.machine.family = 25;
+    r.machine.model = 17;
+    r.machine.stepping = 1;
+    r.machine.cores = 2;
+    r.machine.threads = 4;
+    r.machine.l2 = 1 << 20;
     r.machine.l3 = 1 << 25;
     r.runtime["streaming_min_output_bytes"] = 8 << 20;
     r.cases = model_cases({16});
@@ -204,20 +245,53 @@ TEST(Record, ComesBackAsItWentIn) {
     c.best = m.id;
     c.params["cpu_chunk_bytes"] = 32768;
     c.significant = true;
+    c.confirmation.status = "shipped: ...";
+    c.confirmation.speedup = RatioInterval{1.2, 1.1, 1.3, 20};
+    c.confirmation.cases["pre_norm/bf16_bf16/M1/T16"] = RatioInterval{1.2, 1.1, 1.3, 20};
+    c.confirmation.seconds = 3.5;
+    c.spend = Spend{12, 40.5, 2, "defaults"};
     r.classes.push_back(c);
+    ClassResult unconfirmed;
+    unconfirmed.klass = class_of(r.cases.back());
+    unconfirmed.best = "x";
+    unconfirmed.confirmation.speedup = RatioInterval{1.0, 0, HUGE_VAL, 1};  // one round: no upper bound
+    r.classes.push_back(unconfirmed);
     const std::string path = testing::TempDir() + "/record.json";
     save(r, path);
     const auto back = load(path);
     ASSERT_TRUE(back);
     EXPECT_EQ(back->machine.isa, r.machine.isa);
+    EXPECT_EQ(machine_difference(back->machine, r.machine), "");
+    EXPECT_EQ(back->machine.threads, 4);
     EXPECT_EQ(back->runtime, r.runtime);
     EXPECT_EQ(back->cases.size(), r.cases.size());
     ASSERT_EQ(back->measured.size(), 1u);
     EXPECT_NE(back->find(m.class_name, m.schedule), nullptr);
     EXPECT_DOUBLE_EQ(back->measured[0].score(), 0.75);
-    ASSERT_EQ(back->classes.size(), 1u);
+    ASSERT_EQ(back->classes.size(), 2u);
     EXPECT_EQ(back->classes[0].params, c.params);
     EXPECT_EQ(back->classes[0].klass.bytes_max, c.klass.bytes_max);
+    EXPECT_EQ(back->classes[0].confirmation.status, c.confirmation.status);
+    EXPECT_DOUBLE_EQ(back->classes[0].confirmation.speedup.lower, 1.1);
+    EXPECT_EQ(back->classes[0].confirmation.cases.at("pre_norm/bf16_bf16/M1/T16").rounds, 20);
+    EXPECT_EQ(back->classes[0].spend.candidates, 12);
+    EXPECT_DOUBLE_EQ(back->classes[0].spend.seconds, 40.5);
+    EXPECT_EQ(back->classes[0].spend.start, "defaults");
+    EXPECT_TRUE(std::isinf(back->classes[1].confirmation.speedup.upper));
+    std::remove(path.c_str());
+}
+
+TEST(Record, AnOldFormatRecordIsRefusedByName) {
+    const std::string path = testing::TempDir() + "/old_record.json";
+    std::FILE *f = std::fopen(path.c_str(), "w");
+    std::fputs("{\"format\": \"magi2norm-tuning/1\", \"generator_version\": \"abc\"}\n", f);
+    std::fclose(f);
+    try {
+        load(path);
+        ADD_FAILURE() << "a magi2norm-tuning/1 record was read";
+    } catch (const std::exception &e) {
+        EXPECT_NE(std::string(e.what()).find("magi2norm-tuning/1 record, from before the machine keys"), std::string::npos) << e.what();
+    }
     std::remove(path.c_str());
 }
 
