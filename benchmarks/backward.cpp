@@ -99,7 +99,7 @@ const std::vector<BackwardPeer> &peers() {
     return all;
 }
 
-float uniform(tools::SplitMix64 &rng, float lo, float hi) {
+float uniform(measure::SplitMix64 &rng, float lo, float hi) {
     return lo + (hi - lo) * static_cast<float>(static_cast<double>(rng.next() >> 11) * 0x1.0p-53);
 }
 
@@ -112,9 +112,9 @@ std::string check_peer(const BackwardCase &c, const BackwardPeer &peer) {
     const auto count = static_cast<std::size_t>(c.elements());
     const auto d = static_cast<std::size_t>(c.dim());
     const std::size_t rows = count / d;
-    tools::AlignedBuffer x(count * dtype_size(c.x)), dy(count * dtype_size(c.dy)), dx_ours(count * dtype_size(c.dx)),
+    measure::AlignedBuffer x(count * dtype_size(c.x)), dy(count * dtype_size(c.dy)), dx_ours(count * dtype_size(c.dx)),
         dx_peer(count * dtype_size(c.dx));
-    tools::SplitMix64 rng(0x6d616769 + static_cast<std::uint64_t>(c.modalities));
+    measure::SplitMix64 rng(0x6d616769 + static_cast<std::uint64_t>(c.modalities));
     for (std::size_t i = 0; i < count; ++i) {
         encode(c.x, x.data(), i, uniform(rng, -2.0f, 2.0f));
         encode(c.dy, dy.data(), i, uniform(rng, -1.0f, 1.0f));
@@ -203,7 +203,7 @@ void run(benchmark::State &state, const BackwardCase &c) {
     // Enough sets of buffers to rotate through twice the last-level cache.
     const std::size_t set_bytes = count * (dtype_size(c.x) + dtype_size(c.dy) + dtype_size(c.dx));
     const std::size_t sets = std::clamp<std::size_t>(2 * last_level_cache_bytes() / set_bytes + 1, 1, 4);
-    std::vector<tools::AlignedBuffer> x, dy, dx;
+    std::vector<measure::AlignedBuffer> x, dy, dx;
     for (std::size_t i = 0; i < sets; ++i) {
         x.emplace_back(count * dtype_size(c.x), std::byte{0x3c});
         dy.emplace_back(count * dtype_size(c.dy), std::byte{0x3c});

@@ -18,15 +18,15 @@ namespace {
 constexpr std::size_t kCeilingBytes = std::size_t{512} << 20;
 constexpr int kRuns = 3;
 
-Ceilings measure_ceilings(tools::Summary summary) {
+Ceilings measure_ceilings(measure::Summary summary) {
     // Its buffers stay for the process: allocating them around every case put a gigabyte of page
     // faults and unmapping just before the case's timed loop, and slowed the case.
-    static tools::CopyMeter meter;
+    static measure::CopyMeter meter;
     Ceilings c;
     c.threads = std::max(1, magi2norm::num_threads());
     c.bytes = kCeilingBytes;
-    auto measure = [&](tools::CopyKind kind) {
-        tools::CopyRun run;
+    const auto copy_rate = [&](measure::CopyKind kind) {
+        measure::CopyRun run;
         run.kind = kind;
         run.bytes = kCeilingBytes;
         run.threads = c.threads;
@@ -34,9 +34,9 @@ Ceilings measure_ceilings(tools::Summary summary) {
         run.summary = summary;
         return meter.bytes_per_second(run);
     };
-    c.memcpy_bps = measure(tools::CopyKind::memcpy);
-    c.copy_bps = measure(tools::CopyKind::ordinary_stores);
-    c.streaming_copy_bps = measure(tools::CopyKind::streaming_stores);
+    c.memcpy_bps = copy_rate(measure::CopyKind::memcpy);
+    c.copy_bps = copy_rate(measure::CopyKind::ordinary_stores);
+    c.streaming_copy_bps = copy_rate(measure::CopyKind::streaming_stores);
     return c;
 }
 
@@ -51,11 +51,11 @@ std::size_t parse_cache_size(const std::string &text) {
 }  // namespace
 
 const Ceilings &ceilings() {
-    static const Ceilings measured = measure_ceilings(tools::Summary::best);
+    static const Ceilings measured = measure_ceilings(measure::Summary::best);
     return measured;
 }
 
-Ceilings ceilings_now() { return measure_ceilings(tools::Summary::mean); }
+Ceilings ceilings_now() { return measure_ceilings(measure::Summary::mean); }
 
 std::size_t last_level_cache_bytes() {
     std::size_t largest = 0;

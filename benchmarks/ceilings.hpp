@@ -7,7 +7,7 @@
 namespace magi2norm::bench {
 
 // Bytes read plus bytes written per second of a large copy (source and destination each
-// `bytes`), with `threads` threads each copying its slice (tools/copy_ceilings.hpp):
+// `bytes`), with `threads` threads each copying its slice (measure/copy_ceilings.hpp):
 //   memcpy:          the C library's memcpy;
 //   copy:            a vector load/store loop with ordinary stores, which go through the cache
 //                    (the destination is read for ownership first, as the norm's own ordinary

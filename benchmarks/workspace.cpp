@@ -13,8 +13,8 @@ namespace magi2norm::bench {
 
 namespace {
 
-// Draws from splitmix64 (tools/splitmix64.hpp), in the shapes the benchmark's data needs.
-class Random : public tools::SplitMix64 {
+// Draws from splitmix64 (measure/splitmix64.hpp), in the shapes the benchmark's data needs.
+class Random : public measure::SplitMix64 {
 public:
     using SplitMix64::SplitMix64;
     // Uniform in [0, 1).

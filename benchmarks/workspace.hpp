@@ -53,7 +53,7 @@ private:
     std::int64_t modality_of(std::int64_t token) const;
 
     Case case_;
-    std::vector<tools::AlignedBuffer> inputs_, outputs_;
+    std::vector<measure::AlignedBuffer> inputs_, outputs_;
     bool cache_resident_ = false;
     std::vector<std::uint16_t> weight_;
     std::vector<float> scale_;

@@ -16,7 +16,7 @@ function(magi2norm_use_generator_cache)
     find_package(Python3 REQUIRED COMPONENTS Interpreter)
     magi2norm_generator_version(forward)
     file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${PROJECT_SOURCE_DIR}
-         ${PROJECT_SOURCE_DIR}/generators/*backward* ${PROJECT_SOURCE_DIR}/schedules/*backward*)
+         ${PROJECT_SOURCE_DIR}/abi/*backward* ${PROJECT_SOURCE_DIR}/generators/*backward* ${PROJECT_SOURCE_DIR}/schedules/*backward*)
     list(APPEND files cmake/Magi2normBackwardVariants.cmake cmake/generator_cache.py)
     list(SORT files)
     set(manifest "Halide ${Halide_VERSION}\nforward ${forward}\n")

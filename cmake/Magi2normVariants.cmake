@@ -31,16 +31,16 @@ set(MAGI2NORM_X86_TARGETS
 # The source tree, found from this file so that `cmake -P` scripts may include it too.
 get_filename_component(_magi2norm_source_dir ${CMAKE_CURRENT_LIST_DIR} DIRECTORY)
 
-# The knobs' defaults, read from schedules/knobs.def (their one declaration): for a knob
+# The knobs' defaults, read from abi/knobs.def (their one declaration): for a knob
 # "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu or runtime), and the
 # names of each scope's knobs in MAGI2NORM_KNOBS_<scope>.
-file(STRINGS ${_magi2norm_source_dir}/schedules/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
+file(STRINGS ${_magi2norm_source_dir}/abi/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
 set(MAGI2NORM_KNOBS_cpu "")
 set(MAGI2NORM_KNOBS_gpu "")
 set(MAGI2NORM_KNOBS_runtime "")
 foreach (line IN LISTS _magi2norm_knob_lines)
     if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
-        message(FATAL_ERROR "schedules/knobs.def: cannot read the knob line: ${line}")
+        message(FATAL_ERROR "abi/knobs.def: cannot read the knob line: ${line}")
     endif ()
     string(TOLOWER ${CMAKE_MATCH_1} scope)
     set(MAGI2NORM_KNOB_DEFAULT_${scope}_${CMAKE_MATCH_2} ${CMAKE_MATCH_3})
@@ -61,7 +61,7 @@ endfunction()
 
 # magi2norm_generator_version(<out>): what a tuning record was measured on, as far as
 # the sources go: the SHA-256 (hex) of a manifest of every file the variants are made from
-# (generators/, schedules/, cmake/streaming_stores.py and this file, whose target features and
+# (abi/, generators/, schedules/, cmake/streaming_stores.py and this file, whose target features and
 # families change the objects too), one line "<file's SHA-256>  <path from
 # the source root>" a file, in byte order of the paths, hidden files, __pycache__ and the
 # backward's own sources (names with "backward": no record tunes the backward; its CMake is
@@ -73,7 +73,7 @@ endfunction()
 # version again: a build never carries an older one.
 function(magi2norm_generator_version out)
     get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
-    file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${root} ${root}/generators/* ${root}/schedules/*)
+    file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${root} ${root}/abi/* ${root}/generators/* ${root}/schedules/*)
     list(FILTER files EXCLUDE REGEX "(^|/)(\\.|__pycache__/)")
     list(FILTER files EXCLUDE REGEX "backward[^/]*$")
     list(APPEND files cmake/streaming_stores.py cmake/Magi2normVariants.cmake)

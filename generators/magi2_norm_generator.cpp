@@ -57,7 +57,7 @@ public:
     // `inv` the normalization multiplies by, bit for bit), which the backward may take instead
     // of summing the row's squares again.
     GeneratorParam<bool> writes_inverse_rms{"writes_inverse_rms", false};
-    // The schedules' knobs (schedules/knobs.def): cpu_vector_width, ..., gpu_unroll; the runtime's
+    // The schedules' knobs (abi/knobs.def): cpu_vector_width, ..., gpu_unroll; the runtime's
     // knobs are not the generator's.
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};

@@ -37,6 +37,14 @@ void schedule_paired_words(NormStages &s, const CpuKnobs &knobs, bool from_memor
 }  // namespace
 
 void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, const Target &target) {
+    // The training form's inverse RMS reads its own copies of the row's stages (scheduled last),
+    // cloned before any directive of the output's applies to them.
+    Func inv, sum, lanes;
+    if (s.inverse_rms.defined()) {
+        inv = s.inv_rms.clone_in(s.inverse_rms);
+        sum = s.sum_squares.clone_in(inv);
+        lanes = s.lane_sums.clone_in(sum);
+    }
     // One natural vector of the output type per step: one full store (16 lanes of a 16-bit
     // output on AVX2, 8 of FP32).
     const Halide::Type out_type = s.out_bytes == 2 ? UInt(16) : Float(32);
@@ -104,12 +112,8 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     // writes. Halide emits prefetchnta, which slows calls whose input is in cache: hence the size
     // threshold. Their tasks are larger (a task's first row has no prefetch), and their last task
     // shifts back: under a guarded tail Halide drops the prefetch's token offset.
-    // The training form's second output fuses with the output's loops (below), so every case
-    // splits the tokens as its one loop nest does: the tasks of task_bytes, the last guarded.
-    const bool fused = s.inverse_rms.defined();
     Stage from_memory = s.output.specialize(from_memory_only ? contiguous : contiguous && bytes >= knobs.prefetch_bytes);
-    over_tasks(from_memory, fused ? knobs.task_bytes : knobs.memory_task_bytes,
-               fused ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards, true);
+    over_tasks(from_memory, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true);
     if (s.in_bytes < s.out_bytes) {
         // FP32 outputs of 16-bit inputs prefetch at the loop over vectors of an explicit split:
         // at the vectorized d the prefetch address carries the shifted-inwards index (5 of 14
@@ -122,9 +126,8 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
         from_memory.vectorize(s.d, vec, TailStrategy::ShiftInwards)
             .prefetch(s.input, s.d, t_in, 1, PrefetchBoundStrategy::NonFaulting);
     }
-    // Every other call guards its last task, which computes no row twice. (The training form's
-    // loops are parallel in every case: one loop nest.)
-    if (!from_memory_only && !fused) {
+    // Every other call guards its last task, which computes no row twice.
+    if (!from_memory_only) {
         Stage serial = s.output.specialize(one_task);
         over_tasks(serial, knobs.task_bytes, TailStrategy::GuardWithIf, false);
         serial.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
@@ -132,14 +135,20 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     over_tasks(s.output, knobs.task_bytes, TailStrategy::GuardWithIf, true);
     // With from_memory_only the condition is the one above; Halide would vectorize it twice.
     if (!from_memory_only) s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
-    // The training form writes each row's inverse RMS in the output's loops, where the row's
-    // value is computed: a loop nest of its own would sum every row's squares a second time.
-    if (fused) {
-        over_tasks(s.inverse_rms, knobs.task_bytes, TailStrategy::GuardWithIf, true);
-        s.inverse_rms.compute_with(s.output, h_row);
-    }
     s.lane_sums.vectorize(s.lane);
     s.lane_sums.update().specialize(s.x_inner_stride == 1).vectorize(s.lane);
+
+    // The training form's inverse RMS: a loop nest of its own over copies of the row sums,
+    // scheduled as the output's (the same lanes and tree: the same bits). Fused into the output's
+    // loops (compute_with) it wrote no row twice, but Halide then left the lane sums' boundary
+    // test in every block (gathers, 2.5-4x the element form's time); a second pass over x costs
+    // less.
+    if (s.inverse_rms.defined()) {
+        over_tasks(s.inverse_rms, knobs.task_bytes, TailStrategy::GuardWithIf, true);
+        sum.store_at(s.inverse_rms, task).compute_at(s.inverse_rms, h_chunk);
+        lanes.compute_at(sum, s.h).vectorize(s.lane);
+        lanes.update().specialize(s.x_inner_stride == 1).vectorize(s.lane);
+    }
 }
 
 }  // namespace magi2norm::schedules

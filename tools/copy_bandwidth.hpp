@@ -24,7 +24,7 @@ public:
 
 private:
     int threads_;
-    tools::CopyMeter meter_;
+    measure::CopyMeter meter_;
     std::map<std::size_t, double> measured_;  // traffic bytes -> GB/s
 };
 

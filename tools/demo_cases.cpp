@@ -10,8 +10,8 @@ namespace {
 
 constexpr std::int64_t kHidden = 3072, kHeads = 24, kHeadDim = 128, kStreams = 4;
 
-// Draws from splitmix64 (tools/splitmix64.hpp), in the shapes the demo's data needs.
-class Random : public tools::SplitMix64 {
+// Draws from splitmix64 (measure/splitmix64.hpp), in the shapes the demo's data needs.
+class Random : public measure::SplitMix64 {
 public:
     using SplitMix64::SplitMix64;
     // Uniform in (-range, range) and never zero: with k < 2^23, (2k + 1) / 2^23 - 1 is an odd

@@ -73,7 +73,7 @@ CaseResult run_case(const DemoCase &c, std::uint64_t seed, CopyBandwidth &copy) 
     const auto round = [&] {
         for (std::size_t i = 0; i < buffers.pairs(); ++i) norm.forward(buffers.x(i), grouping, buffers.out(i));
     };
-    r.seconds = tools::time_runs(kRepeats, round).best_seconds / static_cast<double>(buffers.pairs());
+    r.seconds = measure::time_runs(kRepeats, round).best_seconds / static_cast<double>(buffers.pairs());
     r.variant = last_variant();
     r.check = check_sampled_rows(c, data, buffers.out(0).data, kSampleTokens);
     r.copy_gbps = copy.gbps(r.bytes, kRepeats);

@@ -136,7 +136,7 @@ CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const M
     plan_ = norm_.plan(ConstTensorView(nullptr, case_.in, case_.shape, {}, memory), grouping,
                        TensorView(nullptr, case_.out, case_.shape, {}, memory), options);
     library_ = &detail::choose_kernel(detail::call_plan_of(plan_), in_data(0), out_data(0));
-    copy_.kind = tools::CopyKind::ordinary_stores;
+    copy_.kind = measure::CopyKind::ordinary_stores;
     copy_.bytes = (static_cast<std::size_t>(bytes_) / 2 + 63) / 64 * 64;
     copy_.pairs = pairs;
     // A copy small enough for the caches runs on one thread: starting threads would cost it more
@@ -144,7 +144,7 @@ CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const M
     const bool small = copy_.bytes < (std::size_t{8} << 20);
     copy_.threads = small ? 1 : num_threads();
     copy_.runs = small ? 16 : 1;  // a small copy is timed over several, like a sample's calls
-    copy_.summary = tools::Summary::mean;
+    copy_.summary = measure::Summary::mean;
     // Calibrated on the library's kernel.
     run(nullptr, 0);
     const auto start = std::chrono::steady_clock::now();

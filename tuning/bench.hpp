@@ -63,7 +63,7 @@ private:
     const detail::KernelEntry *library_ = nullptr;
     std::int64_t bytes_ = 0;
     std::size_t in_bytes_ = 0, out_bytes_ = 0;
-    std::vector<tools::AlignedBuffer> inputs_, outputs_;
+    std::vector<measure::AlignedBuffer> inputs_, outputs_;
     // CUDA: device copies of every pair, which the calls use in place (host views would time
     // the copies through the bus); empty elsewhere (OpenCL calls stage host views).
     struct DeviceBuffers;
@@ -72,8 +72,8 @@ private:
     void *out_data(std::size_t pair) const;
     std::size_t next_pair_ = 0;
     int calls_per_sample_ = 1;
-    tools::CopyMeter meter_;
-    tools::CopyRun copy_;
+    measure::CopyMeter meter_;
+    measure::CopyRun copy_;
     bool read_output_ = false;
     std::uint64_t sink_ = 0;
 };

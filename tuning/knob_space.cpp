@@ -28,7 +28,7 @@ const Knob &knob(const std::string &name) {
     for (const Knob &k : knobs()) {
         if (k.name == name) return k;
     }
-    throw std::invalid_argument("no knob named " + name + " in schedules/knobs.def");
+    throw std::invalid_argument("no knob named " + name + " in abi/knobs.def");
 }
 
 Config default_config(Scope scope) {

@@ -1,4 +1,4 @@
-// The search space: every knob of schedules/knobs.def with its default and legal values, read
+// The search space: every knob of abi/knobs.def with its default and legal values, read
 // from that file's one declaration; and a configuration, a value for each knob.
 #pragma once
 

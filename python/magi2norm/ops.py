@@ -124,12 +124,14 @@ torch.library.register_autograd("magi2norm::forward",
 
 
 class EagerNorm(torch.autograd.Function):
-    """y of magi2norm::forward and its autograd for eager calls, on the same kernels."""
+    """y of magi2norm::forward and its autograd for eager calls, on the same kernels. It keeps no
+    inverse RMS: on the CPU the forms that do not write it are faster than the training form by
+    more than the backward gains from it (docs/python.md), with the same bits either way."""
 
     @staticmethod
     def forward(ctx, x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, out_dtype):
         out, inverse_rms = forward_kernel(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns,
-                                          out_dtype)
+                                          out_dtype, with_inverse_rms=False)
         _save(ctx, x, weight, inverse_rms, group_sizes, modality_ids, dim, eps, num_modality, num_patterns)
         return out
 

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <limits>
 
-namespace magi2norm::tools {
+namespace magi2norm::measure {
 
 struct RunTimes {
     double best_seconds = std::numeric_limits<double>::infinity();
@@ -30,4 +30,4 @@ RunTimes time_runs(int runs, Run &&run) {
     return times;
 }
 
-}  // namespace magi2norm::tools
+}  // namespace magi2norm::measure

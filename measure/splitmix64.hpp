@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace magi2norm::tools {
+namespace magi2norm::measure {
 
 class SplitMix64 {
 public:
@@ -20,4 +20,4 @@ private:
     std::uint64_t state_;
 };
 
-}  // namespace magi2norm::tools
+}  // namespace magi2norm::measure

@@ -7,7 +7,7 @@
 
 #include "aligned_buffer.hpp"
 
-namespace magi2norm::tools {
+namespace magi2norm::measure {
 
 // How a copy writes its destination.
 enum class CopyKind {
@@ -43,4 +43,4 @@ private:
     std::size_t pool_bytes_ = 0;
 };
 
-}  // namespace magi2norm::tools
+}  // namespace magi2norm::measure

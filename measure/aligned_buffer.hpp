@@ -8,7 +8,7 @@
 #include <memory>
 #include <new>
 
-namespace magi2norm::tools {
+namespace magi2norm::measure {
 
 class AlignedBuffer {
 public:
@@ -30,4 +30,4 @@ private:
     std::unique_ptr<std::byte[], Free> data_;
 };
 
-}  // namespace magi2norm::tools
+}  // namespace magi2norm::measure

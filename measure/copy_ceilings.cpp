@@ -10,7 +10,7 @@
 
 #include "run_times.hpp"
 
-namespace magi2norm::tools {
+namespace magi2norm::measure {
 
 namespace {
 
@@ -102,4 +102,4 @@ double CopyMeter::bytes_per_second(const CopyRun &run) {
     return 2.0 * static_cast<double>(run.bytes) * static_cast<double>(run.pairs) / seconds;
 }
 
-}  // namespace magi2norm::tools
+}  // namespace magi2norm::measure
