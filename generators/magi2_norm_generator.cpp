@@ -279,8 +279,7 @@ private:
         if (!paired_words) {
             x->dim(0).set_stride(Expr());
             out->dim(0).set_stride(Expr());
-            // The inverse RMS: the output's rows (its bounds, so that the two outputs' fused
-            // loops are one), at any strides.
+            // The inverse RMS: the output's rows (its bounds), at any strides.
             if (inverse_rms_out) {
                 for (int i = 0; i < 3; ++i) inverse_rms_out->dim(i).set_bounds(out->dim(i + 1).min(), out->dim(i + 1).extent());
                 inverse_rms_out->dim(0).set_stride(Expr());

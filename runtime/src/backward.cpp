@@ -169,17 +169,11 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
     }
     if (p.memory == Memory::device) check_device_views(p, g.dweight, dx_layout);
     if (options.inverse_rms) {
-        const ConstTensorView &inv = *options.inverse_rms;
-        if (inv.memory != p.memory) {
-            throw Error(ErrorCode::device, "the inverse RMS must be in the same memory as the input, dy, dx and dweight");
-        }
-        CheckedView &v = g.inverse_rms.emplace();
-        check_geometry(v, inv.dtype, inv.shape, inv.strides, "inverse RMS");
-        plan_inverse_rms(p.layout, config, p.out, v);
+        const CheckedView &v = g.inverse_rms.emplace(plan_inverse_rms_view(p, config, *options.inverse_rms));
         if (p.cl_buffers && has_negative_stride(v)) {
             throw Error(ErrorCode::stride, "the inverse RMS is an OpenCL buffer, which a view starts at the first byte of, so its strides must be >= 0");
         }
-        g.inverse_rms_data = inv.data;
+        g.inverse_rms_data = options.inverse_rms->data;
     }
     plan_grouping(p, config, grouping);
     p.num_threads = options.num_threads;

@@ -301,6 +301,14 @@ const KernelEntry &choose_kernel(const CallPlan &p, const void *x, const void *o
     return paired ? *p.paired_words[stores] : *p.elements[stores];
 }
 
+CheckedView plan_inverse_rms_view(CallPlan &p, const NormConfig &config, const ConstTensorView &inv) {
+    if (inv.memory != p.memory) throw Error(ErrorCode::device, "the inverse RMS must be in the same memory as the call's other views");
+    CheckedView v;
+    check_geometry(v, inv.dtype, inv.shape, inv.strides, "inverse RMS");
+    plan_inverse_rms(p.layout, config, p.out, v);
+    return v;
+}
+
 CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
                    const CallOptions &options) {
     // Halide's hooks go in before anything of Halide's runs (a device upload below, the kernel).
@@ -319,17 +327,13 @@ CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Groupi
     check_no_self_overlap(p.out, "output");
     plan_backend(p, x, grouping, out, options.stream);
     if (options.inverse_rms) {
-        const TensorView &inv = *options.inverse_rms;
-        if (inv.memory != p.memory) throw Error(ErrorCode::device, "the inverse RMS must be in the same memory as the input and output");
-        CheckedView &v = p.inverse_rms.emplace();
-        check_geometry(v, inv.dtype, inv.shape, inv.strides, "inverse RMS");
-        plan_inverse_rms(p.layout, config, p.out, v);
+        const CheckedView &v = p.inverse_rms.emplace(plan_inverse_rms_view(p, config, *options.inverse_rms));
         check_no_self_overlap(v, "inverse RMS");
         // GPUs stage host views (strides >= 0 only) or use a cl_mem from its first byte.
         if (p.backend != Backend::cpu && has_negative_stride(v)) {
             throw Error(ErrorCode::stride, "GPU calls write the inverse RMS through strides >= 0, got " + shape_string(v.strides));
         }
-        p.inverse_rms_data = inv.data;
+        p.inverse_rms_data = options.inverse_rms->data;
     }
     plan_grouping(p, config, grouping);
     p.num_threads = options.num_threads;

@@ -106,6 +106,11 @@ void plan_backend(CallPlan &plan, const ConstTensorView &x, const Grouping &grou
 // addresses, or the part of its OpenCL buffer it covers, which must hold it.
 Region view_region(const CallPlan &plan, const CheckedView &v, const void *data, const char *what);
 
+// The inverse RMS view of a call (CallOptions / BackwardOptions::inverse_rms), checked: in the
+// plan's memory, FP32 over the rows of the plan's output (or dy) view, its strides put into the
+// plan's layout (plan_inverse_rms). Throws Error naming the problem; reads no data pointer.
+CheckedView plan_inverse_rms_view(CallPlan &plan, const NormConfig &config, const ConstTensorView &inverse_rms);
+
 // Throws Error naming the problem; reads no data pointer.
 CallPlan plan_call(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const TensorView &out,
                    const CallOptions &options);

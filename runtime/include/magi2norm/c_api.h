@@ -148,7 +148,7 @@ magi2norm_status magi2norm_norm_backward(const magi2norm_norm *norm, const magi2
 
 /* Training (magi2norm::CallOptions::inverse_rms, magi2norm::BackwardOptions::inverse_rms): the
  * forward that also writes each output row's inverse RMS (f32, the output's shape without its last
- * axis; CPU backend, host memory), and the backward that takes it in place of the rows' sums of
+ * axis, in the output's memory), and the backward that takes it in place of the rows' sums of
  * squares, with the same results bit for bit. Otherwise as magi2norm_norm_forward and
  * magi2norm_norm_backward. */
 magi2norm_status magi2norm_norm_forward_training(const magi2norm_norm *norm, const magi2norm_tensor *x,

@@ -263,9 +263,9 @@ struct CallOptions {
     std::optional<ParallelLoop> parallel_loop;     // a host's loop, or {} for the library's pool
     std::optional<StreamingPolicy> streaming;      // which outputs take streaming stores
     // Training: also write each output row's inverse RMS here (FP32, the output's shape without
-    // its last axis, any strides; CPU backend), the `inv` the output was scaled by, bit for bit,
-    // which backward() may take in place of the row's sum of squares. A Plan writes it to this
-    // view's memory on every run.
+    // its last axis, in the output's memory; any strides, >= 0 on GPUs), the `inv` the output was
+    // scaled by, bit for bit, which backward() may take in place of the row's sum of squares. A
+    // Plan writes it to this view's memory on every run.
     std::optional<TensorView> inverse_rms;
 };
 
