@@ -9,7 +9,7 @@
 // the peer's time) and <peer>_over_ours (the peer's time over the library's: above 1, the library
 // is faster). Each peer is checked first, once per case, against the library on random data
 // (check_peer); a peer that fails its check is not timed: <peer>_mismatch = 1 and a note on stderr.
-#include "backward.hpp"
+#include "magi2norm/internal.hpp"
 
 #include <benchmark/benchmark.h>
 

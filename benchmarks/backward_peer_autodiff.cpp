@@ -3,7 +3,7 @@
 // of one modality) that benchmarks/CMakeLists.txt builds. Called once per modality on that
 // modality's tokens (3-D (d, h, t) views over the caller's memory) with its scale row
 // w[m] + 1, writing dx in place and that modality's row of the weight gradient. The library's
-// Halide runtime routes every parallel loop through its own (runtime/src/threads.cpp), which
+// Halide runtime routes every parallel loop through its own (runtime/src/devices/threads.cpp), which
 // reads the call's CallContext from user_context: the peer passes one with the library's
 // process-wide loop and thread count, so it runs on the same pool with as many threads.
 #include <algorithm>
@@ -14,7 +14,7 @@
 
 #include "HalideRuntime.h"
 #include "backward_peers.hpp"
-#include "halide_calls.hpp"
+#include "magi2norm/internal.hpp"
 #include "magi2norm_autodiff_peer_headers.h"
 
 namespace magi2norm::bench {

@@ -3,11 +3,11 @@
 // schedule differs. benchmarks/CMakeLists.txt builds one library per (autoscheduler, dtype
 // pair, size class) the cases use, sharing the library's Halide runtime and so its thread pool;
 // a call runs the library planned for the largest class that fits it (schedules planned for
-// larger calls fail on smaller ones). They are called as runtime/src/kernels.cpp calls the
+// larger calls fail on smaller ones). They are called as runtime/src/variants/kernels.cpp calls the
 // shipped variants: 4-D (d, h, a, t) buffers over the caller's memory, then user_context, x,
 // scale, token_modality, group_start_1..15, eps, out. The user_context is a CallContext with the
 // library's process-wide loop and thread count: the library's Halide runtime sends every
-// parallel loop to its own (runtime/src/threads.cpp), which reads it.
+// parallel loop to its own (runtime/src/devices/threads.cpp), which reads it.
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "HalideRuntime.h"
-#include "halide_calls.hpp"
+#include "magi2norm/internal.hpp"
 #include "implementation.hpp"
 #include "magi2norm_auto_peer_headers.h"
 

@@ -8,6 +8,7 @@
 // gradient is cast back), dweight in FP32. New tensors, as in the model, not the caller's dx.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "backward_peers.hpp"

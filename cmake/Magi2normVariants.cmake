@@ -7,7 +7,7 @@ set(MAGI2NORM_DTYPES f32 bf16 f16)
 # Halide target features common to every variant:
 #   large_buffers: tensors over 2 GiB (the model's reach several GiB);
 #   no_asserts, no_bounds_query: the runtime checks every view, grouping and pointer before a
-#                 call (runtime/src/views.cpp, call_plan.cpp) and never asks a variant for its
+#                 call (runtime/src/views/views.cpp, call/call_plan.cpp) and never asks a variant for its
 #                 bounds, so the generated checks and the bounds arithmetic (integer divisions)
 #                 that a call would compute first are dropped;
 #   strict_float: no fast-math rewriting, so NaN/Inf propagate as SPEC.md says and the FP32
@@ -31,20 +31,23 @@ set(MAGI2NORM_X86_TARGETS
 # The source tree, found from this file so that `cmake -P` scripts may include it too.
 get_filename_component(_magi2norm_source_dir ${CMAKE_CURRENT_LIST_DIR} DIRECTORY)
 
-# The knobs' defaults, read from abi/knobs.def (their one declaration): for a knob
+# The knobs' defaults, read from their one declaration: the schedules' from abi/knobs.def, the
+# runtime's thresholds from runtime/internal/magi2norm/thresholds.def. For a knob
 # "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu or runtime), and the
 # names of each scope's knobs in MAGI2NORM_KNOBS_<scope>.
-file(STRINGS ${_magi2norm_source_dir}/abi/knobs.def _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
 set(MAGI2NORM_KNOBS_cpu "")
 set(MAGI2NORM_KNOBS_gpu "")
 set(MAGI2NORM_KNOBS_runtime "")
-foreach (line IN LISTS _magi2norm_knob_lines)
-    if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
-        message(FATAL_ERROR "abi/knobs.def: cannot read the knob line: ${line}")
-    endif ()
-    string(TOLOWER ${CMAKE_MATCH_1} scope)
-    set(MAGI2NORM_KNOB_DEFAULT_${scope}_${CMAKE_MATCH_2} ${CMAKE_MATCH_3})
-    list(APPEND MAGI2NORM_KNOBS_${scope} ${CMAKE_MATCH_2})
+foreach (_magi2norm_knob_file IN ITEMS abi/knobs.def runtime/internal/magi2norm/thresholds.def)
+    file(STRINGS ${_magi2norm_source_dir}/${_magi2norm_knob_file} _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
+    foreach (line IN LISTS _magi2norm_knob_lines)
+        if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
+            message(FATAL_ERROR "${_magi2norm_knob_file}: cannot read the knob line: ${line}")
+        endif ()
+        string(TOLOWER ${CMAKE_MATCH_1} scope)
+        set(MAGI2NORM_KNOB_DEFAULT_${scope}_${CMAKE_MATCH_2} ${CMAKE_MATCH_3})
+        list(APPEND MAGI2NORM_KNOBS_${scope} ${CMAKE_MATCH_2})
+    endforeach ()
 endforeach ()
 
 # magi2norm_knob_value(<knob> <params> <out>): the value of knob <knob> (e.g. cpu_chunk_bytes) in
@@ -59,24 +62,51 @@ function(magi2norm_knob_value knob params out)
     set(${out} ${value} PARENT_SCOPE)
 endfunction()
 
-# magi2norm_generator_version(<out>): what a tuning record was measured on, as far as
-# the sources go: the SHA-256 (hex) of a manifest of every file the variants are made from
-# (abi/, generators/, schedules/, cmake/streaming_stores.py and this file, whose target features and
-# families change the objects too), one line "<file's SHA-256>  <path from
-# the source root>" a file, in byte order of the paths, hidden files, __pycache__ and the
-# backward's own sources (names with "backward": no record tunes the backward; its CMake is
-# Magi2normBackwardVariants.cmake) left out:
-# sha256sum's format, so `sha256sum <those files> | sha256sum` gives it too. Any change to them
-# may change what a schedule parameter does, so a record made before it is refused
-# (check_tuning_record.cmake). In a configure (not a `cmake -P` script) the files become
-# configure dependencies of the calling directory, so an edit of any of them computes the
+# The files the variants are made from, each named once: the generator's sources (its build,
+# generators/CMakeLists.txt, compiles the .cpp files), the shared ABI and knobs, the
+# streaming-store step and this file (the target features and the families). The configure
+# refuses a file in abi/, generators/ or schedules/ that this list lacks, so none is left out of
+# the version below.
+set(MAGI2NORM_GENERATOR_SOURCES
+    abi/backward_abi.h
+    abi/kernel_abi.h
+    abi/knobs.def
+    generators/float_codecs.h
+    generators/magi2_norm_backward_generator.cpp
+    generators/magi2_norm_generator.cpp
+    generators/norm_pieces.h
+    schedules/backward_stages.h
+    schedules/cpu_backward_schedule.cpp
+    schedules/cpu_backward_schedule.h
+    schedules/cpu_schedule.cpp
+    schedules/cpu_schedule.h
+    schedules/gpu_backward_schedule.cpp
+    schedules/gpu_backward_schedule.h
+    schedules/gpu_row_sum.cpp
+    schedules/gpu_row_sum.h
+    schedules/gpu_schedule.cpp
+    schedules/gpu_schedule.h
+    schedules/knobs.h
+    schedules/norm_stages.h)
+set(MAGI2NORM_VERSION_SOURCES ${MAGI2NORM_GENERATOR_SOURCES} cmake/streaming_stores.py cmake/Magi2normVariants.cmake)
+
+# magi2norm_generator_version(<out>): what a tuning record was measured on, as far as the
+# sources go, and the key of the generator cache: the SHA-256 (hex) of a manifest of
+# MAGI2NORM_VERSION_SOURCES, one line "<file's SHA-256>  <path from the source root>" a file, in
+# byte order of the paths: sha256sum's format, so `sha256sum <those files> | sha256sum` gives it
+# too. Any change to them may change what a schedule parameter does, so a record made before it
+# is refused (check_tuning_record.cmake). In a configure (not a `cmake -P` script) the files
+# become configure dependencies of the calling directory, so an edit of any of them computes the
 # version again: a build never carries an older one.
 function(magi2norm_generator_version out)
     get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
-    file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE ${root} ${root}/abi/* ${root}/generators/* ${root}/schedules/*)
-    list(FILTER files EXCLUDE REGEX "(^|/)(\\.|__pycache__/)")
-    list(FILTER files EXCLUDE REGEX "backward[^/]*$")
-    list(APPEND files cmake/streaming_stores.py cmake/Magi2normVariants.cmake)
+    file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE ${root} ${root}/abi/* ${root}/generators/* ${root}/schedules/*)
+    list(FILTER present EXCLUDE REGEX "(^|/)(\\.|__pycache__/)|CMakeLists.txt$")
+    list(REMOVE_ITEM present ${MAGI2NORM_GENERATOR_SOURCES})
+    if (present)
+        message(FATAL_ERROR "cmake/Magi2normVariants.cmake: MAGI2NORM_GENERATOR_SOURCES lacks ${present}")
+    endif ()
+    set(files ${MAGI2NORM_VERSION_SOURCES})
     list(SORT files)
     set(manifest "")
     foreach (f IN LISTS files)
@@ -178,27 +208,33 @@ function(_magi2norm_library_objects name targets list_var)
 endfunction()
 
 # magi2norm_add_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...> [FAMILY <name>]
-#                        [FORM paired_words|one_row|inverse_rms] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
+#                        [FORM <form>] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
 #                        [DTYPES <in> <out>] [CLASS <n> <dim_min> <dim_max> <bytes_min> <bytes_max>]
 #                        [PARAMS <generator params...>] [CROSS <runtime>] [PTX])
-# One variant family, described once: its variants (one per dtype pair, or the one pair DTYPES)
-# and their lines in the runtime's table. The family is named FAMILY (default: the backend,
-# "cuda<nn>" for CUDA), plus "_t<n>" for class n of a tuning record, "_paired" for the paired-word
-# form of BF16 -> BF16 (generators/magi2_norm_generator.cpp, define_paired_words; other DTYPES
-# make no variant of it), "_row" for the one-row form (calls of one dense row: one_row),
-# "_inverse_rms" for the training form (the element form that also writes each row's inverse RMS:
-# writes_inverse_rms) and
-# "_streaming" for outputs written with streaming stores, aligned to MAGI2NORM_STREAMING_ALIGNMENT
-# bytes (x86 targets, at least two; _magi2norm_streaming_library).
-# COMPUTE_CAPABILITY (CUDA) is the lowest device capability, times 10, that the variants run on.
-# A CLASS family serves the calls of its dtype pair whose D is in [dim_min, dim_max] and whose
-# input and output bytes together are in [bytes_min, bytes_max] (runtime/src/kernels.cpp,
-# find_kernel); the others serve every call of their kind (class 0, bounds the whole range).
+# One variant family, forward or backward, described once: its variants and their lines in the
+# runtime's one table (runtime/src/variants/kernels.cpp). FORM names the algorithm's form:
+# - forward (generator magi2_norm, one variant per (x, y) dtype pair, or the one pair DTYPES):
+#   elements (default); paired_words, BF16 -> BF16 over 32-bit words of two elements
+#   (define_paired_words), family "_paired"; one_row, calls of one dense row, family "_row";
+#   inverse_rms, the training form that also writes each row's inverse RMS, family
+#   "_inverse_rms";
+# - backward (generator magi2_norm_backward, one variant per (x, dy, dx) dtypes: dy in x's dtype
+#   or FP32, the forward's outputs in the model (SPEC.md), dx in any; 15 variants, not 27):
+#   backward, whose dx rows may add several dy rows (singleton-head broadcasting); backward_single,
+#   one dy row a dx row (sums_rows=false, every other call), family "_single".
+# The family is named FAMILY (default: the backend, "cuda<nn>" for CUDA), plus "_t<n>" for class
+# n of a tuning record and "_streaming" for outputs (the forward's y, the backward's dx) written
+# with streaming stores, aligned to MAGI2NORM_STREAMING_ALIGNMENT bytes (x86 targets, at least
+# two; _magi2norm_streaming_library). COMPUTE_CAPABILITY (CUDA) is the lowest device capability,
+# times 10, that the variants run on. A CLASS family (forward) serves the calls of its dtype pair
+# whose D is in [dim_min, dim_max] and whose input and output bytes together are in
+# [bytes_min, bytes_max]; the others serve every call of their kind (class 0).
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
-# build targets) and MAGI2NORM_KERNEL_ENTRIES (one X-macro line per variant), in the caller's scope.
-# With CROSS, the variants are for another machine: static libraries using that runtime, listed
-# in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's library).
-# With PTX (CUDA targets), each variant also writes its PTX, listed in MAGI2NORM_PTX_FILES.
+# build targets) and MAGI2NORM_VARIANT_ENTRIES (one X-macro line per variant), in the caller's
+# scope. With CROSS, the variants are for another machine: static libraries using that runtime,
+# listed in MAGI2NORM_CROSS_TARGETS only (built and checked, not linked into this machine's
+# library). With PTX (CUDA targets), each variant also writes its PTX, listed in
+# MAGI2NORM_PTX_FILES.
 function(magi2norm_add_variants)
     cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;BACKEND;FORM;STORES;COMPUTE_CAPABILITY;CROSS" "TARGETS;PARAMS;DTYPES;CLASS")
     if (NOT ARG_COMPUTE_CAPABILITY)
@@ -228,30 +264,49 @@ function(magi2norm_add_variants)
     set(class "0, 0, 9223372036854775807, 0, 9223372036854775807")
     if (ARG_CLASS)
         list(LENGTH ARG_CLASS n)
-        if (NOT n EQUAL 5)
-            message(FATAL_ERROR "magi2norm_add_variants: CLASS is <n> <dim_min> <dim_max> <bytes_min> <bytes_max>, not ${ARG_CLASS}")
+        if (NOT n EQUAL 5 OR ARG_FORM MATCHES "^backward")
+            message(FATAL_ERROR "magi2norm_add_variants: CLASS is <n> <dim_min> <dim_max> <bytes_min> <bytes_max> of a forward form, not ${ARG_CLASS}")
         endif ()
         list(GET ARG_CLASS 0 n)
         set(family ${family}_t${n})
         list(JOIN ARG_CLASS ", " class)
     endif ()
-    # The dtype pairs, as in_out.
-    set(pairs "")
-    foreach (in_type IN LISTS MAGI2NORM_DTYPES)
-        foreach (out_type IN LISTS MAGI2NORM_DTYPES)
-            list(APPEND pairs ${in_type}_${out_type})
+    # The dtypes, as in_y_dx: the forward's x and y (dx is x, unused), the backward's x, dy, dx.
+    set(dtypes "")
+    set(generator magi2_norm)
+    set(prefix magi2_norm)
+    if (ARG_FORM MATCHES "^backward")
+        set(generator magi2_norm_backward)
+        set(prefix magi2_norm_backward)
+        foreach (in_type IN LISTS MAGI2NORM_DTYPES)
+            set(dy_types ${in_type})
+            if (NOT in_type STREQUAL "f32")
+                list(APPEND dy_types f32)
+            endif ()
+            foreach (dy_type IN LISTS dy_types)
+                foreach (dx_type IN LISTS MAGI2NORM_DTYPES)
+                    list(APPEND dtypes ${in_type}_${dy_type}_${dx_type})
+                endforeach ()
+            endforeach ()
         endforeach ()
-    endforeach ()
+    else ()
+        foreach (in_type IN LISTS MAGI2NORM_DTYPES)
+            foreach (out_type IN LISTS MAGI2NORM_DTYPES)
+                list(APPEND dtypes ${in_type}_${out_type}_${in_type})
+            endforeach ()
+        endforeach ()
+    endif ()
     if (ARG_DTYPES)
         list(JOIN ARG_DTYPES _ pair)
-        if (NOT pair IN_LIST pairs)
-            message(FATAL_ERROR "magi2norm_add_variants: DTYPES is one pair of ${MAGI2NORM_DTYPES}, not ${ARG_DTYPES}")
+        list(GET ARG_DTYPES 0 in_type)
+        if (ARG_FORM MATCHES "^backward" OR NOT ${pair}_${in_type} IN_LIST dtypes)
+            message(FATAL_ERROR "magi2norm_add_variants: DTYPES is one forward pair of ${MAGI2NORM_DTYPES}, not ${ARG_DTYPES}")
         endif ()
-        set(pairs ${pair})
+        set(dtypes ${pair}_${in_type})
     endif ()
     if (ARG_FORM STREQUAL "paired_words")
         set(family ${family}_paired)
-        list(FILTER pairs INCLUDE REGEX "^bf16_bf16$")
+        list(FILTER dtypes INCLUDE REGEX "^bf16_bf16_")
         list(APPEND ARG_PARAMS paired_words=true)
     elseif (ARG_FORM STREQUAL "one_row")
         if (alignment OR NOT ARG_BACKEND STREQUAL "cpu")
@@ -265,8 +320,15 @@ function(magi2norm_add_variants)
         endif ()
         set(family ${family}_inverse_rms)
         list(APPEND ARG_PARAMS writes_inverse_rms=true)
+    elseif (ARG_FORM STREQUAL "backward_single")
+        set(family ${family}_single)
+        list(APPEND ARG_PARAMS sums_rows=false)
+    elseif (ARG_FORM STREQUAL "backward")
+        if (alignment)
+            message(FATAL_ERROR "magi2norm_add_variants: streaming backward variants are of the backward_single form")
+        endif ()
     elseif (NOT ARG_FORM STREQUAL "elements")
-        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row or inverse_rms, not ${ARG_FORM}")
+        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row, inverse_rms, backward or backward_single, not ${ARG_FORM}")
     endif ()
     if (alignment)
         set(family ${family}_streaming)
@@ -275,23 +337,29 @@ function(magi2norm_add_variants)
     set(targets "")
     set(entries "")
     set(ptx_files "")
-    foreach (pair IN LISTS pairs)
-        string(REPLACE "_" ";" pair ${pair})
-        list(GET pair 0 in_type)
-        list(GET pair 1 out_type)
-        set(name "magi2_norm_${family}_${in_type}_${out_type}")
+    foreach (triple IN LISTS dtypes)
+        string(REPLACE "_" ";" triple ${triple})
+        list(GET triple 0 in_type)
+        list(GET triple 1 out_type)
+        list(GET triple 2 dx_type)
+        if (generator STREQUAL "magi2_norm")
+            set(name "${prefix}_${family}_${in_type}_${out_type}")
+            set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
+        else ()
+            set(name "${prefix}_${family}_${in_type}_${out_type}_${dx_type}")
+            set(params in_type=${in_type} dy_type=${out_type} dx_type=${dx_type} ${ARG_PARAMS})
+        endif ()
         set(device_code_args "")
         if (ARG_PTX)
             set(device_code_args DEVICE_CODE ptx_file)
         endif ()
-        set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
         if (alignment)
-            _magi2norm_streaming_library(${name} ${alignment} TARGETS ${ARG_TARGETS} PARAMS ${params})
+            _magi2norm_streaming_library(${name} ${generator} ${alignment} TARGETS ${ARG_TARGETS} PARAMS ${params})
             list(APPEND objects ${MAGI2NORM_STREAMING_OBJECTS})
         else ()
             add_halide_library(${name} FROM magi2norm.generator
                 ${device_code_args}
-                GENERATOR magi2_norm
+                GENERATOR ${generator}
                 TARGETS ${ARG_TARGETS}
                 FEATURES ${MAGI2NORM_FEATURES}
                 USE_RUNTIME ${runtime}
@@ -302,7 +370,7 @@ function(magi2norm_add_variants)
         if (ARG_PTX)
             list(APPEND ptx_files ${ptx_file})
         endif ()
-        string(APPEND entries "MAGI2NORM_KERNEL(${family}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_FORM}, ${alignment}, ${in_type}, ${out_type}, ${class})\n")
+        string(APPEND entries "MAGI2NORM_VARIANT(${name}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_FORM}, ${alignment}, ${in_type}, ${out_type}, ${dx_type}, ${class})\n")
     endforeach ()
     if (ARG_CROSS)
         set(MAGI2NORM_CROSS_TARGETS ${MAGI2NORM_CROSS_TARGETS} ${targets} PARENT_SCOPE)
@@ -311,21 +379,26 @@ function(magi2norm_add_variants)
     set(MAGI2NORM_PTX_FILES ${MAGI2NORM_PTX_FILES} ${ptx_files} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_OBJECTS ${MAGI2NORM_VARIANT_OBJECTS} ${objects} PARENT_SCOPE)
     set(MAGI2NORM_VARIANT_TARGETS ${MAGI2NORM_VARIANT_TARGETS} ${targets} PARENT_SCOPE)
-    set(MAGI2NORM_KERNEL_ENTRIES "${MAGI2NORM_KERNEL_ENTRIES}${entries}" PARENT_SCOPE)
+    set(MAGI2NORM_VARIANT_ENTRIES "${MAGI2NORM_VARIANT_ENTRIES}${entries}" PARENT_SCOPE)
 endfunction()
 
-# _magi2norm_streaming_library(<name> <alignment> TARGETS <x86 targets...> PARAMS <generator params...>)
-# A multi-target variant like add_halide_library's, whose output is written with streaming
-# stores: the generator (cpu_streaming_alignment=<alignment>) writes each target's LLVM IR beside
-# its object, cmake/streaming_stores.py marks the output's vector stores non-temporal, turns its
-# prefetches into L2 prefetches and compiles that IR instead (Halide 21 has no directive for
-# either), and Halide's wrapper object picks among the targets at run time as usual. Sets
-# MAGI2NORM_STREAMING_OBJECTS (the objects to archive); defines the target <name>.
-function(_magi2norm_streaming_library name alignment)
-    cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "TARGETS;PARAMS")
+# _magi2norm_streaming_library(<name> <generator> <alignment> TARGETS <x86 targets...> PARAMS <generator params...>)
+# A multi-target variant like add_halide_library's, whose output (the forward's y, the backward's
+# dx) is written with streaming stores: the generator (cpu_streaming_alignment=<alignment>)
+# writes each target's LLVM IR beside its object, cmake/streaming_stores.py marks the output's
+# vector stores non-temporal, turns the forward's prefetches into L2 prefetches (the backward
+# issues none) and compiles that IR instead (Halide 21 has no directive for either), and Halide's
+# wrapper object picks among the targets at run time as usual. Sets MAGI2NORM_STREAMING_OBJECTS
+# (the objects to archive); defines the target <name>.
+function(_magi2norm_streaming_library name generator alignment)
+    cmake_parse_arguments(PARSE_ARGV 3 ARG "" "" "TARGETS;PARAMS")
     list(LENGTH ARG_TARGETS num_targets)
     if (num_targets LESS 2)
         message(FATAL_ERROR "${name}: streaming-store variants are built for two or more targets")
+    endif ()
+    set(step_args --buffer norm --alignment ${alignment} --prefetch-into-l2)
+    if (generator STREQUAL "magi2_norm_backward")
+        set(step_args --buffer dx --alignment ${alignment})
     endif ()
     set(targets ${ARG_TARGETS})
     list(TRANSFORM targets APPEND "-${MAGI2NORM_FEATURES_JOINED}-no_runtime")
@@ -337,18 +410,17 @@ function(_magi2norm_streaming_library name alignment)
         list(APPEND generated ${name}-${t}.o ${name}-${t}.ll)
         add_custom_command(OUTPUT ${name}-${t}.streaming.o
             COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/streaming_stores.py
-                    --buffer norm --alignment ${alignment} --prefetch-into-l2 ${name}-${t}.ll ${name}-${t}.streaming.o
+                    ${step_args} ${name}-${t}.ll ${name}-${t}.streaming.o
             DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.ll ${PROJECT_SOURCE_DIR}/cmake/streaming_stores.py
                     ${MAGI2NORM_LLVMLITE_STAMP}
             VERBATIM)
         list(APPEND objects ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.streaming.o)
     endforeach ()
     add_custom_command(OUTPUT ${generated}
-        COMMAND magi2norm.generator -n ${name} -g magi2_norm -f ${name} -e c_header,object,llvm_assembly -o .
+        COMMAND magi2norm.generator -n ${name} -g ${generator} -f ${name} -e c_header,object,llvm_assembly -o .
                 "target=$<JOIN:${targets},$<COMMA>>" ${ARG_PARAMS} cpu_streaming_alignment=${alignment}
         DEPENDS magi2norm.generator
         VERBATIM)
     add_custom_target(${name} DEPENDS ${objects})
     set(MAGI2NORM_STREAMING_OBJECTS ${objects} PARENT_SCOPE)
 endfunction()
-

@@ -57,11 +57,9 @@ public:
     // `inv` the normalization multiplies by, bit for bit), which the backward may take instead
     // of summing the row's squares again.
     GeneratorParam<bool> writes_inverse_rms{"writes_inverse_rms", false};
-    // The schedules' knobs (abi/knobs.def): cpu_vector_width, ..., gpu_unroll; the runtime's
-    // knobs are not the generator's.
+    // The schedules' knobs (abi/knobs.def): cpu_vector_width, ..., gpu_unroll.
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};
-#define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning)
 #include "knobs.def"
     // > 0: the variant for calls that come from memory, written with streaming stores, for
     // outputs aligned to this many bytes (see require_streaming_layout).
@@ -161,7 +159,6 @@ private:
         schedules::CpuKnobs k;
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) k.name = cpu_##name;
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning)
-#define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning)
 #include "knobs.def"
         return k;
     }
@@ -170,7 +167,6 @@ private:
         schedules::GpuKnobs k;
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning)
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) k.name = gpu_##name;
-#define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning)
 #include "knobs.def"
         return k;
     }

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "call_plan.hpp"
+#include "magi2norm/internal.hpp"
 #include "magi2norm/float_codecs.hpp"
 #if MAGI2NORM_HAS_CUDA
 #include "HalideRuntimeCuda.h"

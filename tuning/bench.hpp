@@ -11,7 +11,7 @@
 #include "aligned_buffer.hpp"
 #include "cases.hpp"
 #include "copy_ceilings.hpp"
-#include "kernels.hpp"
+#include "magi2norm/internal.hpp"
 #include "machine.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "record.hpp"

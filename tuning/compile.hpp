@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels.hpp"
+#include "magi2norm/internal.hpp"
 #include "knob_space.hpp"
 
 namespace magi2norm::tuning {

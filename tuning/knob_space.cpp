@@ -13,6 +13,7 @@ std::vector<Knob> make_knobs() {
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) all.push_back({Scope::gpu, "gpu_" #name, value, MAGI2NORM_VALUES values, meaning});
 #define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning) all.push_back({Scope::runtime, #name, value, MAGI2NORM_VALUES values, meaning});
 #include "knobs.def"
+#include "magi2norm/thresholds.def"
     return all;
 }
 #undef MAGI2NORM_VALUES
@@ -28,7 +29,7 @@ const Knob &knob(const std::string &name) {
     for (const Knob &k : knobs()) {
         if (k.name == name) return k;
     }
-    throw std::invalid_argument("no knob named " + name + " in abi/knobs.def");
+    throw std::invalid_argument("no knob named " + name + " in abi/knobs.def or thresholds.def");
 }
 
 Config default_config(Scope scope) {

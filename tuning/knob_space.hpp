@@ -1,4 +1,5 @@
-// The search space: every knob of abi/knobs.def with its default and legal values, read
+// The search space: every knob of abi/knobs.def and every runtime threshold of
+// runtime/internal/magi2norm/thresholds.def, with its default and legal values, read
 // from that file's one declaration; and a configuration, a value for each knob.
 #pragma once
 

@@ -230,7 +230,7 @@ TEST(ExtentOne, AStrideOfAnAxisThatStepsIsRefusedNamingItsView) {
 }
 
 // With one modality the runtime regroups rows into more tokens where both views' strides allow it
-// (fold_rows, runtime/src/layout.cpp): the rows of [1, S, D], the batch and sequence of [B, S, D],
+// (fold_rows, runtime/src/views/layout.cpp): the rows of [1, S, D], the batch and sequence of [B, S, D],
 // a rank-4 middle axis; where they do not chain, the longer axis becomes the tokens. 48 rows of 768
 // pass the 64 KiB of input a token keeps together.
 TEST_P(Strided, OneModalityRowsRegroupedAsTokens) {

@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#include "layout.hpp"
+#include "magi2norm/internal.hpp"
 
 namespace {
 

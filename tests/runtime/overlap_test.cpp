@@ -1,4 +1,4 @@
-// The exact overlap test (runtime/src/overlap.cpp) against brute force: random small strided
+// The exact overlap test (runtime/src/views/overlap.cpp) against brute force: random small strided
 // views (negative, zero and interleaving strides, elements of 2 and 4 bytes, any byte offset),
 // their byte sets intersected element by element; and the bound on the work, reached.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "overlap.hpp"
+#include "magi2norm/internal.hpp"
 
 namespace magi2norm::detail {
 namespace {

@@ -1,4 +1,4 @@
-// The library's parallel loop (runtime/src/threads.cpp) must be in place before the first kernel
+// The library's parallel loop (runtime/src/devices/threads.cpp) must be in place before the first kernel
 // runs, in any host. This program uses nothing but RMSNorm::forward: a static-library link then
 // pulls in only the objects forward needs, which is how a static initialiser that installed the
 // loop was once dropped, leaving hosts on Halide's own pool (a lock and a wake-up per call, even

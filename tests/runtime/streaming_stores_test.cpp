@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "call_plan.hpp"
+#include "magi2norm/internal.hpp"
 
 namespace {
 

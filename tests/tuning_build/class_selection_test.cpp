@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "call_plan.hpp"
-#include "kernels.hpp"
+#include "magi2norm/internal.hpp"
 
 namespace {
 

@@ -4,13 +4,13 @@
 #include <limits>
 #include <string>
 
+#include "../views/layout.hpp"
+#include "../views/views.hpp"
 #include "backward.hpp"
 #include "call_plan.hpp"
 #include "kernel_abi.h"
-#include "layout.hpp"
 #include "magi2norm/float_codecs.hpp"
 #include "norm_state.hpp"
-#include "views.hpp"
 
 namespace magi2norm {
 

@@ -7,85 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "../devices/halide_calls.hpp"
+#include "../devices/staging.hpp"
+#include "../variants/kernel_args.hpp"
+#include "../views/layout.hpp"
+#include "../views/overlap.hpp"
+#include "../views/views.hpp"
 #include "backward_abi.h"
+#include "call_checks.hpp"
 #include "call_plan.hpp"
-#include "halide_calls.hpp"
-#include "kernel_args.hpp"
-#include "layout.hpp"
 #include "magi2norm/float_codecs.hpp"
-#include "magi2norm_kernel_headers.h"
-#include "overlap.hpp"
-#include "staging.hpp"
-#include "views.hpp"
+#include "variant_choice.hpp"
 
 namespace magi2norm::detail {
 
 namespace {
-
-// The backward's variants: backend (CUDA: the lowest device capability x10 its PTX runs on),
-// whether a dx row may add several dy rows (else heads_per_dx_row must be 1), the alignment its
-// streaming stores of dx need (0: ordinary stores), (x, dy, dx) dtypes, its _argv entry point
-// (user_context, x, dy, scale, heads_per_dx_row, heads_per_pattern, block_tokens, eps, dx,
-// partials) and its name.
-struct BackwardKernel {
-    Backend backend;
-    int compute_capability;
-    bool sums_rows;
-    int streaming_alignment;
-    DType x, dy, dx;
-    int (*fn)(void **args);
-    const char *name;
-};
-
-#define MAGI2NORM_BACKWARD_KERNEL(family, backend, cc, sums, alignment, in, dy, dx)                                     \
-    {Backend::backend,                                                                                                \
-     cc,                                                                                                              \
-     sums != 0,                                                                                                       \
-     alignment,                                                                                                       \
-     DType::in,                                                                                                       \
-     DType::dy,                                                                                                       \
-     DType::dx,                                                                                                       \
-     magi2_norm_backward_##family##_##in##_##dy##_##dx##_argv,                                                        \
-     "magi2_norm_backward_" #family "_" #in "_" #dy "_" #dx},
-constexpr BackwardKernel kBackwardKernels[] = {
-#include "magi2norm_backward_kernel_list.inc"
-};
-#undef MAGI2NORM_BACKWARD_KERNEL
-
-// The variant of `backend` for the dtypes; for CUDA the one for the highest capability the device
-// has, else the lowest built (the driver's failure then names the cause), as the forward's. A
-// variant of one dy row a dx row where the backend has one and the call allows it (every call
-// but singleton-head broadcasting, `several_rows`), else one that adds rows.
-const BackwardKernel &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx, bool several_rows) {
-    bool dtypes = false;
-    for (const bool sums_rows : {false, true}) {
-        if (several_rows && !sums_rows) continue;
-        const BackwardKernel *best = nullptr, *lowest = nullptr;
-        for (const BackwardKernel &k : kBackwardKernels) {
-            if (k.x != x || k.dy != dy || k.dx != dx) continue;
-            dtypes = true;
-            if (k.backend != backend || k.sums_rows != sums_rows || k.streaming_alignment != 0) continue;
-            if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;
-            if (k.compute_capability <= device_capability && (!best || k.compute_capability > best->compute_capability)) best = &k;
-        }
-        if (best) return *best;
-        if (lowest) return *lowest;
-    }
-    if (!dtypes) {
-        const std::string allowed = x == DType::f32 ? "f32" : std::string(dtype_name(x)) + " or f32";
-        throw Error(ErrorCode::dtype, std::string("dy dtype is ") + dtype_name(dy) + "; with a " + dtype_name(x) +
-                                          " input it must be " + allowed + " (the forward's output dtypes)");
-    }
-    throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " backward");
-}
-
-// The CPU variant for the dtypes that writes dx with streaming stores, or null.
-const BackwardKernel *find_streaming_backward(Backend backend, DType x, DType dy, DType dx) {
-    for (const BackwardKernel &k : kBackwardKernels) {
-        if (k.backend == backend && k.streaming_alignment > 0 && k.x == x && k.dy == dy && k.dx == dx) return &k;
-    }
-    return nullptr;
-}
 
 // One call's geometry: the forward's plan of x and dy (dy in the output's place), and dx's.
 struct Geometry {
@@ -275,12 +211,12 @@ void set_partials(const Geometry &g, std::int64_t blocks, HalideBuffer<3> &b) {
     b.set_dim(2, blocks, g.patterns * dim);
 }
 
-void throw_if_failed(int status, const BackwardKernel &kernel) {
+void throw_if_failed(int status, const KernelEntry &kernel) {
     if (status != 0) throw Error(ErrorCode::device, std::string(kernel.name) + " failed: " + take_halide_error());
 }
 
 // The CPU variant over one modality's tokens.
-void run_segment(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy, void *dx,
+void run_segment(const Geometry &g, const KernelEntry &kernel, CallContext &call, const void *x, const void *dy, void *dx,
                  const Segment &s) {
     const KernelLayout &l = g.p.layout;
     const NormConfig &c = g.p.norm->config;
@@ -349,7 +285,7 @@ GpuTables gpu_tables(const Geometry &g, std::vector<std::int64_t> sizes, const s
 
 // The GPU variant over every token at once (views in the plan's memory, the tables and the
 // partials staged from and to the host); dscale as run_kernels gives it.
-std::vector<float> run_gpu(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy,
+std::vector<float> run_gpu(const Geometry &g, const KernelEntry &kernel, CallContext &call, const void *x, const void *dy,
                            void *dx, const GpuTables &t) {
     const NormState &norm = *g.p.norm;
     const NormConfig &c = norm.config;
@@ -461,26 +397,8 @@ private:
     std::vector<float> own_;
 };
 
-// The CPU variant for a call whose dx is at `dx`: the streaming-store one where the build has it
-// and the call suits it (one dy row a dx row; rows a multiple of abi::kStreamingLanes; dx as
-// large as the process's StreamingPolicy sends to streaming stores, i.e. from memory; every dx
-// vector aligned for them, generators/magi2_norm_backward_generator.cpp, require_streaming_layout),
-// else the ordinary one. The two write the same bits.
-const BackwardKernel &choose_cpu_backward(const Geometry &g, const BackwardKernel &ordinary, const BackwardKernel *streaming,
-                                          const void *dx) {
-    const std::int64_t dim = g.p.layout.extent[0];
-    if (streaming == nullptr || g.heads_per_dx_row != 1 || dim % abi::kStreamingLanes != 0) return ordinary;
-    const auto elem = static_cast<std::int64_t>(dtype_size(g.dx.dtype));
-    KernelLayout dx_layout = g.p.layout;
-    dx_layout.out_stride = g.dx_stride;
-    const auto alignment = static_cast<std::uintptr_t>(streaming->streaming_alignment);
-    const bool from_memory = policy_admits(streaming_policy(), g.dx.count * elem, g.dx.dtype, dim);
-    return from_memory && streaming_layout(dx_layout, elem, streaming->streaming_alignment) && aligned(dx, alignment) ? *streaming
-                                                                                                                   : ordinary;
-}
-
 // dscale[m][p][d]: each modality's partials added block by block, in FP64, rounded once.
-std::vector<float> run_kernels(const Geometry &g, const BackwardKernel &kernel, CallContext &call, const void *x, const void *dy,
+std::vector<float> run_kernels(const Geometry &g, const KernelEntry &kernel, CallContext &call, const void *x, const void *dy,
                                void *dx, const std::vector<std::int64_t> &sizes) {
     const NormConfig &c = g.p.norm->config;
     const std::int64_t row = g.patterns * c.dim;
@@ -579,9 +497,9 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
     check_pointers(g, x.data, dy.data, dx.data, dweight.data, grouping.token_ids());
     const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
-    const BackwardKernel &kernel =
+    const KernelEntry &kernel =
         find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype, g.heads_per_dx_row > 1);
-    const BackwardKernel *streaming = find_streaming_backward(g.p.backend, g.p.x.dtype, g.p.out.dtype, g.dx.dtype);
+    const KernelEntry *streaming = find_kernel(g.p.backend, g.p.x.dtype, g.p.out.dtype, Form::backward_single, true, 0, CallSize{}, g.dx.dtype);
     CallContext call{g.p.gpu_context, g.p.gpu_stream};
     const bool gpu = g.p.backend != Backend::cpu;
     if (!gpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
@@ -596,7 +514,11 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
         ids = host_ids.data();
     }
     const auto run = [&](const Geometry &geometry, const void *xs, const void *dys, void *dxs, const std::vector<std::int64_t> &sizes) {
-        const BackwardKernel &chosen = gpu ? kernel : choose_cpu_backward(geometry, kernel, streaming, dxs);
+        KernelLayout dx_layout = geometry.p.layout;
+        dx_layout.out_stride = geometry.dx_stride;
+        const KernelEntry &chosen =
+            gpu ? kernel
+                : choose_cpu_backward(kernel, streaming, dx_layout, geometry.dx.dtype, geometry.dx.count, geometry.heads_per_dx_row, dxs);
         std::vector<float> sums = gpu ? run_gpu(geometry, chosen, call, xs, dys, dxs, gpu_tables(geometry, sizes, geometry.p.takes_ids ? ids : nullptr))
                                       : run_kernels(geometry, chosen, call, xs, dys, dxs, sizes);
         set_last_variant(chosen.name);

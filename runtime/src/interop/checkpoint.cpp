@@ -4,7 +4,7 @@
 #include <string_view>
 #include <utility>
 
-#include "views.hpp"
+#include "../views/views.hpp"
 
 namespace magi2norm {
 

@@ -1,5 +1,5 @@
 #include "magi2norm/magi2norm.hpp"
-#include "views.hpp"
+#include "../views/views.hpp"
 
 namespace magi2norm {
 

@@ -3,8 +3,8 @@
 #include <new>
 #include <string>
 
-#include "overlap.hpp"
-#include "views.hpp"
+#include "../views/overlap.hpp"
+#include "../views/views.hpp"
 
 namespace magi2norm {
 

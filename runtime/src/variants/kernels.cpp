@@ -5,30 +5,33 @@
 #include <iterator>
 #include <string>
 
-#include "halide_calls.hpp"
+#include "../devices/halide_calls.hpp"
+#include "../devices/staging.hpp"
 #include "kernel_args.hpp"
-#include "magi2norm_kernel_headers.h"
-#include "staging.hpp"
+#include "magi2norm_variant_headers.h"
 
 namespace magi2norm::detail {
 
 namespace {
 
-#define MAGI2NORM_KERNEL(family, backend, cc, form, streaming_alignment, in, out, tuning_class, dim_min, dim_max, \
-                         bytes_min, bytes_max)                                                               \
-    {Backend::backend, cc, Form::form, streaming_alignment, DType::in, DType::out,                           \
-     magi2_norm_##family##_##in##_##out##_argv, "magi2_norm_" #family "_" #in "_" #out, tuning_class,        \
-     {dim_min, dim_max, bytes_min, bytes_max}},
+// One line a variant (cmake/Magi2normVariants.cmake, magi2norm_add_variants): its pipeline's
+// name, backend, capability, form, streaming alignment, dtypes (x, y or dy, dx) and class.
+#define MAGI2NORM_VARIANT(name, backend, cc, form, streaming_alignment, in, out, dx, tuning_class, dim_min, dim_max, \
+                          bytes_min, bytes_max)                                                                 \
+    {Backend::backend, cc, Form::form, streaming_alignment, DType::in, DType::out, name##_argv, #name, tuning_class, \
+     {dim_min, dim_max, bytes_min, bytes_max}, DType::dx},
 constexpr KernelEntry kKernels[] = {
-#include "magi2norm_kernel_list.inc"
+#include "magi2norm_variant_list.inc"
 };
-#undef MAGI2NORM_KERNEL
+#undef MAGI2NORM_VARIANT
 
 // The table's untuned entry of each (backend, dtypes, form, stores) outside CUDA, whose variants
 // differ by capability too: a call finds its variant in one step. -1 where the library has none.
-constexpr int kKeys = 3 * 3 * 3 * kForms * 2;
-constexpr int key_of(Backend backend, DType in, DType out, Form form, bool streaming) {
-    return (((static_cast<int>(backend) * 3 + static_cast<int>(in)) * 3 + static_cast<int>(out)) * kForms + static_cast<int>(form)) * 2 +
+constexpr int kKeys = 3 * 3 * 3 * 3 * kForms * 2;
+constexpr int key_of(Backend backend, DType in, DType out, Form form, bool streaming, DType dx) {
+    const int dx_key = is_backward(form) ? static_cast<int>(dx) : 0;
+    return ((((static_cast<int>(backend) * 3 + static_cast<int>(in)) * 3 + static_cast<int>(out)) * 3 + dx_key) * kForms +
+            static_cast<int>(form)) * 2 +
            (streaming ? 1 : 0);
 }
 constexpr std::array<int, kKeys> kIndex = [] {
@@ -36,7 +39,7 @@ constexpr std::array<int, kKeys> kIndex = [] {
     for (int &i : index) i = -1;
     for (int i = 0; i < static_cast<int>(std::size(kKernels)); ++i) {
         const KernelEntry &k = kKernels[i];
-        int &slot = index[key_of(k.backend, k.in, k.out, k.form, k.streaming_alignment > 0)];
+        int &slot = index[key_of(k.backend, k.in, k.out, k.form, k.streaming_alignment > 0, k.dx)];
         if (k.backend != Backend::cuda && k.tuning_class == 0 && slot < 0) slot = i;
     }
     return index;
@@ -69,14 +72,14 @@ bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Fo
 }
 
 const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
-                               CallSize size) {
+                               CallSize size, DType dx) {
     if (backend != Backend::cuda) {
         if constexpr (kClassCount > 0) {
             for (const int i : kClassIndex) {
                 if (serves_class(kKernels[i], backend, in, out, form, streaming, size)) return &kKernels[i];
             }
         }
-        const int i = kIndex[key_of(backend, in, out, form, streaming)];
+        const int i = kIndex[key_of(backend, in, out, form, streaming, dx)];
         return i < 0 ? nullptr : &kKernels[i];
     }
     // CUDA: a class variant whose code the device can run (a record's classes are for the
@@ -91,7 +94,7 @@ const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, 
     const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
         if (k.backend != backend || k.in != in || k.out != out || (k.streaming_alignment > 0) != streaming || k.form != form ||
-            k.tuning_class > 0) {
+            k.tuning_class > 0 || (is_backward(form) && k.dx != dx)) {
             continue;
         }
         if (!lowest || k.compute_capability < lowest->compute_capability) lowest = &k;

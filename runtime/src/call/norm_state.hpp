@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "device_scales.hpp"
+#include "../devices/device_scales.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm::detail {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "halide_calls.hpp"
+#include "../devices/halide_calls.hpp"
 #include "kernels.hpp"
 #if MAGI2NORM_HAS_CUDA
 #include "HalideRuntimeCuda.h"

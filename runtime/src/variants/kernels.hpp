@@ -1,5 +1,6 @@
-// The AOT variants this library carries, as the table the build generates from its family list
-// (runtime/CMakeLists.txt), and the running of one on prepared buffers.
+// The AOT variants this library carries, forward and backward, as the one table the build
+// generates from its family list (runtime/CMakeLists.txt), its one lookup, and the running of a
+// forward variant on prepared buffers.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +12,21 @@ namespace magi2norm::detail {
 
 struct KernelArgs;
 
-// Every variant's _argv entry point: pointers to (user_context, x, scale, token_modality,
-// group_start_1..15, eps, out), in that order, and inverse_rms last in that form.
+// Every variant's _argv entry point. The forward's: pointers to (user_context, x, scale,
+// token_modality, group_start_1..15, eps, out), in that order, and inverse_rms last in that
+// form; the backward's: (user_context, x, dy, scale, heads_per_dx_row, heads_per_pattern,
+// block_tokens, eps, inverse_rms, inverse_rms_given, dx, partials).
 using KernelFn = int (*)(void **args);
 
-// The forms of the algorithm (generators/magi2_norm_generator.cpp): over elements, over 32-bit
-// words of two BF16 elements (define_paired_words), over one dense row (one_row), or over
-// elements with each row's inverse RMS as a second output (inverse_rms: training).
-enum class Form : std::uint8_t { elements, paired_words, one_row, inverse_rms };
-constexpr int kForms = 4;
+// The forms of the algorithm. The forward's (generators/magi2_norm_generator.cpp): over elements,
+// over 32-bit words of two BF16 elements (define_paired_words), over one dense row (one_row), or
+// over elements with each row's inverse RMS as a second output (inverse_rms: training). The
+// backward's (generators/magi2_norm_backward_generator.cpp): dx rows that may add several dy rows
+// (backward: singleton-head broadcasting), or one dy row each (backward_single: every other call).
+enum class Form : std::uint8_t { elements, paired_words, one_row, inverse_rms, backward, backward_single };
+constexpr int kForms = 6;
+constexpr int kForwardForms = 4;  // the forms before `backward`
+constexpr bool is_backward(Form form) { return static_cast<int>(form) >= kForwardForms; }
 
 // What a tuning record's classes of calls are bounded by: the norm's D, and the bytes of the
 // whole call (every input element's plus every output element's).
@@ -41,25 +48,27 @@ struct KernelEntry {
     Backend backend;
     int compute_capability;   // CUDA: the lowest device capability (x10) the PTX runs on; else 0
     Form form;
-    int streaming_alignment;  // streaming-store variants: the output alignment they need; else 0
-    DType in, out;
+    int streaming_alignment;  // streaming-store variants: the output's (y, dx) alignment; else 0
+    DType in, out;            // x and the forward's output: y, or the backward's dy
     KernelFn fn;
     const char *name;  // the pipeline's function name, which last_variant() reports
     // 0: the variant of its kind for every call; n: of class t<n> of the build's tuning record,
     // for the calls of its bounds (its family's name carries "_t<n>").
     int tuning_class = 0;
     CallBounds bounds;
+    DType dx = DType::f32;  // the backward's dx; unused by the forward's forms
 };
 
 // Whether `k` is a class variant of (backend, dtype pair, form, stores) whose bounds hold `size`.
 bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size);
 
-// The variant of (backend, dtype pair, form, stores) for a call of `size`: the first class
-// variant that serves it (serves_class), else the kind's untuned variant; for CUDA the one built
-// for the highest capability the device has (the lowest built when the capability is unknown:
-// its failure then names the cause). Null when the library has none.
+// The variant of (backend, dtypes, form, stores) for a call of `size`, forward or backward (`dx`:
+// the backward's dx dtype, ignored by the forward's forms): the first class variant that serves
+// it (serves_class), else the kind's untuned variant; for CUDA the one built for the highest
+// capability the device has (the lowest built when the capability is unknown: its failure then
+// names the cause). Null when the library has none.
 const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
-                               CallSize size);
+                               CallSize size, DType dx = DType::f32);
 
 // The library's class variants, in the table's order (none in a build without a tuning record).
 std::vector<const KernelEntry *> class_kernels();
@@ -70,7 +79,7 @@ int cpu_streaming_alignment();
 // The backends that have variants in this library.
 std::vector<Backend> compiled_kernel_backends();
 
-// Runs `kernel` over `args` (Halide's hooks installed: install_halide_hooks) with the call's
+// Runs the forward variant `kernel` over `args` (Halide's hooks installed: install_halide_hooks) with the call's
 // memory attached: host memory as is (CPU), host memory
 // staged through the device and back (GPU backend), or device memory wrapped in place;
 // `inverse_rms` is the training form's second output (null for the other forms). Throws
