@@ -33,7 +33,8 @@ constexpr benchmark::IterationCount kIdleGapCalls = 100;
 bool measured_after_idle(const Case &c, const Implementation &impl) {
     const bool tokens = std::find(std::begin(kIdleGapTokens), std::end(kIdleGapTokens), c.tokens) != std::end(kIdleGapTokens);
     const bool model = c.norm == "pre_norm" || c.norm == "qk_norm" || c.norm == "mhc_norm" || c.norm == "final_norm";
-    return tokens && model && c.num_modality == 1 && (impl.name == "ours" || impl.name == "hand_avx2");
+    return tokens && model && c.num_modality == 1 &&
+           (impl.name == "ours" || impl.name == "ours_integer_bf16" || impl.name == "hand_avx2" || impl.name == "hand_avx512");
 }
 
 // Starts the Halide thread pool (shared by ours and the autoscheduled peers) before anything is
@@ -64,7 +65,10 @@ int main(int argc, char **argv) {
     // magi2norm::num_threads() reads 0 until the Halide runtime has run a pipeline.
     warm_thread_pool();
 
-    std::vector<Implementation> implementations = {ours(), ours_planned(), memcpy_reference(), scalar_peer(), hand_avx2_peer()};
+    std::vector<Implementation> implementations = {ours(),           ours_planned(), ours_integer_bf16(), memcpy_reference(),
+                                                   scalar_peer(),    hand_avx2_peer()};
+    // Made only where it runs: all of its file is AVX-512 code.
+    if (hand_avx512_runs_here()) implementations.push_back(hand_avx512_peer());
     for (Implementation &form : ours_view_forms()) implementations.push_back(std::move(form));
     for (Implementation &peer : halide_autoscheduler_peers()) implementations.push_back(std::move(peer));
     std::string torch_note;

@@ -40,6 +40,9 @@ constexpr std::int64_t kLargeTokens = 4096;
 Implementation ours();
 // A magi2norm::Plan made once per case and run per call ("ours_planned").
 Implementation ours_planned();
+// On a CPU with AVX-512 BF16, the cases with BF16 outputs through the variant the library would
+// run without that ISA's family: its previous integer BF16 encoder ("ours_integer_bf16").
+Implementation ours_integer_bf16();
 // Ours on the same memory through other views ("ours_one_sequence": [1, T, ...];
 // "ours_heads_major": [rows, T, D] of the multi-row cases), for the cases with one modality and
 // T >= kLargeTokens: each should run at the plain view's speed.
@@ -51,6 +54,17 @@ Implementation scalar_peer();
 // The library's own arithmetic written by hand in AVX2 intrinsics, two threads ("hand_avx2"): the
 // bar a tuned build is held to. Checks in its prepare that it gives the library's bits.
 Implementation hand_avx2_peer();
+// The same arithmetic in AVX-512 intrinsics with AVX512_BF16 (vcvtneps2bf16, with the lanes it
+// rounds otherwise than the library, FP32 subnormals and NaNs, redone), two threads
+// ("hand_avx512"). Checks in its prepare that it gives the library's bits, on the case's data and
+// on rows of special values. Its file is built for AVX-512 throughout: call it only where
+// hand_avx512_runs_here().
+Implementation hand_avx512_peer();
+// Whether this CPU (and its OS) runs AVX-512 F, BW, VL, DQ and BF16 code.
+inline bool hand_avx512_runs_here() {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
+}
 // The project's Halide algorithm with each of Halide's autoschedulers instead of its schedule.
 std::vector<Implementation> halide_autoscheduler_peers();
 // PyTorch (libtorch) on the CPU: the model's formula, and torch::rms_norm. Empty, with `why`

@@ -1,10 +1,15 @@
 // The library through its public API, exactly as a host calls it: one RMSNorm made from the BF16
 // weight, forward() per call (views and grouping validated every time, as in the model), or a
 // plan made once and run per call ("ours_planned": what a host that repeats its shapes does).
-// Also the same memory through other views (ViewForm), which should run at the plain view's speed.
+// Also the same memory through other views (ViewForm), which should run at the plain view's speed,
+// and, on a CPU with AVX-512 BF16, the variant its plan would run without that ISA's family
+// ("ours_integer_bf16").
 #include "implementation.hpp"
 
+#include <string>
 #include <utility>
+
+#include "magi2norm/internal.hpp"
 
 namespace magi2norm::bench {
 
@@ -68,6 +73,8 @@ protected:
 
 class PlannedRunner : public OursRunner {
 public:
+    const Plan &plan() const { return plan_; }
+
     explicit PlannedRunner(Workspace &ws)
         : OursRunner(ws, ViewForm::plain),
           plan_(norm_.plan(ConstTensorView(nullptr, ws.spec().in, shape_, strides_), grouping_,
@@ -84,6 +91,33 @@ private:
     const std::int32_t *ids_;
 };
 
+// The planned call through the variant the plan would choose without the AVX-512 BF16 family:
+// the paired-word form where the pointers allow it, else the element form, in the stores the
+// library chose; both with the integer BF16 encoder.
+class IntegerBf16Runner : public PlannedRunner {
+public:
+    explicit IntegerBf16Runner(Workspace &ws) : PlannedRunner(ws), call_(detail::call_plan_of(plan())) {
+        const std::string in = dtype_name(ws.spec().in);
+        for (int stores = 0; stores < 2; ++stores) {
+            elements_[stores] = detail::kernel_named("magi2_norm_cpu_" + std::string(stores ? "streaming_" : "") + in + "_bf16");
+        }
+    }
+
+    const void *run(std::size_t pair) override {
+        const void *x = ws_.x(pair);
+        void *out = ws_.out(pair);
+        const int stores = detail::choose_kernel(call_, x, out).streaming_alignment > 0 ? 1 : 0;
+        const detail::KernelEntry *paired = call_.paired_words[static_cast<std::size_t>(stores)];
+        const bool words = paired != nullptr && detail::aligned(x, 4) && detail::aligned(out, 4);
+        detail::run_call(call_, words ? paired : elements_[stores], x, out, grouping_.token_ids());
+        return out;
+    }
+
+private:
+    const detail::CallPlan &call_;
+    const detail::KernelEntry *elements_[2] = {};
+};
+
 }  // namespace
 
 Implementation ours() {
@@ -97,6 +131,17 @@ Implementation ours_planned() {
     // The tiny calls only, where the checks a plan saves are a visible part of a call.
     Implementation impl{"ours_planned", num_threads(), [](const Case &c) { return c.tokens <= kTinyTokens; },
                         [](Workspace &ws) { return std::make_unique<PlannedRunner>(ws); }};
+    impl.nearby_ceilings = true;
+    return impl;
+}
+
+Implementation ours_integer_bf16() {
+    // BF16 outputs of the model's shapes (T >= 16), where the library takes its AVX-512 BF16 family.
+    const auto native = [](const Case &c) {
+        return c.out == DType::bf16 && c.tokens >= kTinyTokens && detail::cpu_runs(detail::Isa::avx512_bf16);
+    };
+    Implementation impl{"ours_integer_bf16", num_threads(), native,
+                        [](Workspace &ws) { return std::make_unique<IntegerBf16Runner>(ws); }};
     impl.nearby_ceilings = true;
     return impl;
 }

@@ -5,16 +5,17 @@
 set(MAGI2NORM_GENERATOR_CACHE "" CACHE PATH "Folder caching the generator's outputs for every build folder that names it (empty: no cache)")
 
 # magi2norm_use_generator_cache(): the generator's runs among the calling directory's custom
-# commands go through the cache, under a key of what they are made from: the sources' version
-# (magi2norm_generator_version, over cmake/Magi2normVariants.cmake's file list), the cache's
-# script and Halide's version. Each of those files is a configure dependency, so the key is
-# always the sources'.
+# commands go through the cache, under a key of what a run's outputs are made from: the
+# generator's sources (MAGI2NORM_GENERATOR_SOURCES, cmake/Magi2normVariants.cmake), the cache's
+# script and Halide's version; the run's arguments complete the key (cmake/generator_cache.py).
+# The steps after the generator (cmake/ir_steps.py) are not cached, so they are not in the key.
+# Each of those files is a configure dependency, so the key is always the sources'.
 function(magi2norm_use_generator_cache)
     if (NOT MAGI2NORM_GENERATOR_CACHE)
         return()
     endif ()
     find_package(Python3 REQUIRED COMPONENTS Interpreter)
-    magi2norm_generator_version(version)
+    _magi2norm_sources_hash("${MAGI2NORM_GENERATOR_SOURCES}" version)
     set(script ${PROJECT_SOURCE_DIR}/cmake/generator_cache.py)
     file(SHA256 ${script} script_hash)
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${script})

@@ -27,6 +27,11 @@ set(MAGI2NORM_X86_TARGETS
     x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41
     x86-64-linux-avx-avx2-f16c-fma-sse41
     x86-64-linux-sse41)
+# The AVX-512 BF16 variants' one target (NATIVE_BF16 families): Zen 4's ISA, whose BF16
+# conversion encodes the output. Not part of the multi-target objects: Halide 21's run-time check
+# knows no BF16 feature (it would pick this code on any AVX-512 IFMA CPU), so the runtime takes
+# these variants only where CPUID shows every feature of the target (runtime/src/variants/isa.cpp).
+set(MAGI2NORM_X86_BF16_TARGET x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4-f16c-fma-sse41)
 
 # The source tree, found from this file so that `cmake -P` scripts may include it too.
 get_filename_component(_magi2norm_source_dir ${CMAKE_CURRENT_LIST_DIR} DIRECTORY)
@@ -88,10 +93,10 @@ set(MAGI2NORM_GENERATOR_SOURCES
     schedules/gpu_schedule.h
     schedules/knobs.h
     schedules/norm_stages.h)
-set(MAGI2NORM_VERSION_SOURCES ${MAGI2NORM_GENERATOR_SOURCES} cmake/streaming_stores.py cmake/Magi2normVariants.cmake)
+set(MAGI2NORM_VERSION_SOURCES ${MAGI2NORM_GENERATOR_SOURCES} cmake/ir_steps.py cmake/Magi2normVariants.cmake)
 
 # magi2norm_generator_version(<out>): what a tuning record was measured on, as far as the
-# sources go, and the key of the generator cache: the SHA-256 (hex) of a manifest of
+# sources go: the SHA-256 (hex) of a manifest of
 # MAGI2NORM_VERSION_SOURCES, one line "<file's SHA-256>  <path from the source root>" a file, in
 # byte order of the paths: sha256sum's format, so `sha256sum <those files> | sha256sum` gives it
 # too. Any change to them may change what a schedule parameter does, so a record made before it
@@ -99,6 +104,14 @@ set(MAGI2NORM_VERSION_SOURCES ${MAGI2NORM_GENERATOR_SOURCES} cmake/streaming_sto
 # become configure dependencies of the calling directory, so an edit of any of them computes the
 # version again: a build never carries an older one.
 function(magi2norm_generator_version out)
+    _magi2norm_sources_hash("${MAGI2NORM_VERSION_SOURCES}" version)
+    set(${out} ${version} PARENT_SCOPE)
+endfunction()
+
+# _magi2norm_sources_hash(<files> <out>): the manifest hash above of <files> (paths from the
+# source root), which become configure dependencies; checks that MAGI2NORM_GENERATOR_SOURCES
+# names every file of abi/, generators/ and schedules/ but their CMake.
+function(_magi2norm_sources_hash files out)
     get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
     file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE ${root} ${root}/abi/* ${root}/generators/* ${root}/schedules/*)
     list(FILTER present EXCLUDE REGEX "(^|/)(\\.|__pycache__/)|CMakeLists.txt$")
@@ -106,15 +119,14 @@ function(magi2norm_generator_version out)
     if (present)
         message(FATAL_ERROR "cmake/Magi2normVariants.cmake: MAGI2NORM_GENERATOR_SOURCES lacks ${present}")
     endif ()
-    set(files ${MAGI2NORM_VERSION_SOURCES})
     list(SORT files)
     set(manifest "")
     foreach (f IN LISTS files)
         file(SHA256 ${root}/${f} hash)
         string(APPEND manifest "${hash}  ${f}\n")
     endforeach ()
-    string(SHA256 version "${manifest}")
-    set(${out} ${version} PARENT_SCOPE)
+    string(SHA256 hash "${manifest}")
+    set(${out} ${hash} PARENT_SCOPE)
     if (NOT CMAKE_SCRIPT_MODE_FILE)
         list(TRANSFORM files PREPEND ${root}/)
         set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${files})
@@ -208,7 +220,7 @@ function(_magi2norm_library_objects name targets list_var)
 endfunction()
 
 # magi2norm_add_variants(BACKEND <cpu|opencl|cuda> TARGETS <halide targets...> [FAMILY <name>]
-#                        [FORM <form>] [STORES streaming] [COMPUTE_CAPABILITY <nn>]
+#                        [FORM <form>] [STORES streaming] [NATIVE_BF16] [COMPUTE_CAPABILITY <nn>]
 #                        [DTYPES <in> <out>] [CLASS <n> <dim_min> <dim_max> <bytes_min> <bytes_max>]
 #                        [PARAMS <generator params...>] [CROSS <runtime>] [PTX])
 # One variant family, forward or backward, described once: its variants and their lines in the
@@ -225,7 +237,10 @@ endfunction()
 # The family is named FAMILY (default: the backend, "cuda<nn>" for CUDA), plus "_t<n>" for class
 # n of a tuning record and "_streaming" for outputs (the forward's y, the backward's dx) written
 # with streaming stores, aligned to MAGI2NORM_STREAMING_ALIGNMENT bytes (x86 targets, at least
-# two; _magi2norm_streaming_library). COMPUTE_CAPABILITY (CUDA) is the lowest device capability,
+# two; _magi2norm_ir_library). NATIVE_BF16 (the CPU element form, BF16 outputs only, on
+# MAGI2NORM_X86_BF16_TARGET) encodes BF16 with the AVX-512 BF16 conversion (native_bf16, through
+# cmake/ir_steps.py --native-bf16), family "_avx512bf16", taken only on CPUs with that ISA.
+# COMPUTE_CAPABILITY (CUDA) is the lowest device capability,
 # times 10, that the variants run on. A CLASS family (forward) serves the calls of its dtype pair
 # whose D is in [dim_min, dim_max] and whose input and output bytes together are in
 # [bytes_min, bytes_max]; the others serve every call of their kind (class 0).
@@ -236,7 +251,7 @@ endfunction()
 # library). With PTX (CUDA targets), each variant also writes its PTX, listed in
 # MAGI2NORM_PTX_FILES.
 function(magi2norm_add_variants)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX" "FAMILY;BACKEND;FORM;STORES;COMPUTE_CAPABILITY;CROSS" "TARGETS;PARAMS;DTYPES;CLASS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "PTX;NATIVE_BF16" "FAMILY;BACKEND;FORM;STORES;COMPUTE_CAPABILITY;CROSS" "TARGETS;PARAMS;DTYPES;CLASS")
     if (NOT ARG_COMPUTE_CAPABILITY)
         set(ARG_COMPUTE_CAPABILITY 0)
     endif ()
@@ -330,6 +345,16 @@ function(magi2norm_add_variants)
     elseif (NOT ARG_FORM STREQUAL "elements")
         message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row, inverse_rms, backward or backward_single, not ${ARG_FORM}")
     endif ()
+    set(isa any)
+    if (ARG_NATIVE_BF16)
+        if (NOT ARG_BACKEND STREQUAL "cpu" OR NOT ARG_FORM STREQUAL "elements")
+            message(FATAL_ERROR "magi2norm_add_variants: NATIVE_BF16 variants are of the CPU element form")
+        endif ()
+        set(family ${family}_avx512bf16)
+        list(FILTER dtypes INCLUDE REGEX "^[a-z0-9]+_bf16_")
+        list(APPEND ARG_PARAMS native_bf16=true)
+        set(isa avx512_bf16)
+    endif ()
     if (alignment)
         set(family ${family}_streaming)
     endif ()
@@ -353,9 +378,9 @@ function(magi2norm_add_variants)
         if (ARG_PTX)
             set(device_code_args DEVICE_CODE ptx_file)
         endif ()
-        if (alignment)
-            _magi2norm_streaming_library(${name} ${generator} ${alignment} TARGETS ${ARG_TARGETS} PARAMS ${params})
-            list(APPEND objects ${MAGI2NORM_STREAMING_OBJECTS})
+        if (alignment OR ARG_NATIVE_BF16)
+            _magi2norm_ir_library(${name} ${generator} ${alignment} ${ARG_NATIVE_BF16} TARGETS ${ARG_TARGETS} PARAMS ${params})
+            list(APPEND objects ${MAGI2NORM_IR_OBJECTS})
         else ()
             add_halide_library(${name} FROM magi2norm.generator
                 ${device_code_args}
@@ -370,7 +395,7 @@ function(magi2norm_add_variants)
         if (ARG_PTX)
             list(APPEND ptx_files ${ptx_file})
         endif ()
-        string(APPEND entries "MAGI2NORM_VARIANT(${name}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_FORM}, ${alignment}, ${in_type}, ${out_type}, ${dx_type}, ${class})\n")
+        string(APPEND entries "MAGI2NORM_VARIANT(${name}, ${ARG_BACKEND}, ${ARG_COMPUTE_CAPABILITY}, ${ARG_FORM}, ${alignment}, ${isa}, ${in_type}, ${out_type}, ${dx_type}, ${class})\n")
     endforeach ()
     if (ARG_CROSS)
         set(MAGI2NORM_CROSS_TARGETS ${MAGI2NORM_CROSS_TARGETS} ${targets} PARENT_SCOPE)
@@ -382,39 +407,49 @@ function(magi2norm_add_variants)
     set(MAGI2NORM_VARIANT_ENTRIES "${MAGI2NORM_VARIANT_ENTRIES}${entries}" PARENT_SCOPE)
 endfunction()
 
-# _magi2norm_streaming_library(<name> <generator> <alignment> TARGETS <x86 targets...> PARAMS <generator params...>)
-# A multi-target variant like add_halide_library's, whose output (the forward's y, the backward's
-# dx) is written with streaming stores: the generator (cpu_streaming_alignment=<alignment>)
-# writes each target's LLVM IR beside its object, cmake/streaming_stores.py marks the output's
-# vector stores non-temporal, turns the forward's prefetches into L2 prefetches (the backward
-# issues none) and compiles that IR instead (Halide 21 has no directive for either), and Halide's
-# wrapper object picks among the targets at run time as usual. Sets MAGI2NORM_STREAMING_OBJECTS
-# (the objects to archive); defines the target <name>.
-function(_magi2norm_streaming_library name generator alignment)
-    cmake_parse_arguments(PARSE_ARGV 3 ARG "" "" "TARGETS;PARAMS")
-    list(LENGTH ARG_TARGETS num_targets)
-    if (num_targets LESS 2)
-        message(FATAL_ERROR "${name}: streaming-store variants are built for two or more targets")
+# _magi2norm_ir_library(<name> <generator> <alignment> <native_bf16> TARGETS <x86 targets...> PARAMS <generator params...>)
+# A variant like add_halide_library's made through cmake/ir_steps.py: the generator writes each
+# target's LLVM IR beside its object, and the step compiles that IR instead, after its rewrites
+# (Halide 21 has no directive for them): with <alignment> > 0 (cpu_streaming_alignment) the
+# output's (the forward's y, the backward's dx) vector stores become non-temporal and the
+# forward's prefetches L2 prefetches (the backward issues none); with <native_bf16> true the
+# BF16 encoder calls become the native conversion. With two or more targets Halide's wrapper
+# object picks among them at run time as usual. Sets MAGI2NORM_IR_OBJECTS (the objects to
+# archive); defines the target <name>.
+function(_magi2norm_ir_library name generator alignment native_bf16)
+    cmake_parse_arguments(PARSE_ARGV 4 ARG "" "" "TARGETS;PARAMS")
+    set(step_args "")
+    if (alignment)
+        set(step_args --buffer norm --alignment ${alignment} --prefetch-into-l2)
+        if (generator STREQUAL "magi2_norm_backward")
+            set(step_args --buffer dx --alignment ${alignment})
+        endif ()
     endif ()
-    set(step_args --buffer norm --alignment ${alignment} --prefetch-into-l2)
-    if (generator STREQUAL "magi2_norm_backward")
-        set(step_args --buffer dx --alignment ${alignment})
+    if (native_bf16)
+        list(APPEND step_args --native-bf16)
     endif ()
     set(targets ${ARG_TARGETS})
     list(TRANSFORM targets APPEND "-${MAGI2NORM_FEATURES_JOINED}-no_runtime")
-    set(generated ${name}.h ${name}_wrapper.o)
-    set(objects ${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o)
-    foreach (t IN LISTS targets)
-        # Halide's own object of each target is written too (a multi-target run must write
-        # objects) but not archived.
-        list(APPEND generated ${name}-${t}.o ${name}-${t}.ll)
-        add_custom_command(OUTPUT ${name}-${t}.streaming.o
-            COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/streaming_stores.py
-                    ${step_args} ${name}-${t}.ll ${name}-${t}.streaming.o
-            DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.ll ${PROJECT_SOURCE_DIR}/cmake/streaming_stores.py
+    list(LENGTH targets num_targets)
+    set(generated ${name}.h)
+    set(objects "")
+    # One target: its object and IR are <name>.o / .ll; several: <name>-<target>.o / .ll each,
+    # and the wrapper that picks one. Halide's own objects are written too (a run must write
+    # objects) but not archived.
+    set(stems ${name})
+    if (num_targets GREATER 1)
+        list(APPEND generated ${name}_wrapper.o)
+        list(APPEND objects ${CMAKE_CURRENT_BINARY_DIR}/${name}_wrapper.o)
+        list(TRANSFORM targets PREPEND "${name}-" OUTPUT_VARIABLE stems)
+    endif ()
+    foreach (stem IN LISTS stems)
+        list(APPEND generated ${stem}.o ${stem}.ll)
+        add_custom_command(OUTPUT ${stem}.ir.o
+            COMMAND ${MAGI2NORM_PYTHON} ${PROJECT_SOURCE_DIR}/cmake/ir_steps.py ${step_args} ${stem}.ll ${stem}.ir.o
+            DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/${stem}.ll ${PROJECT_SOURCE_DIR}/cmake/ir_steps.py
                     ${MAGI2NORM_LLVMLITE_STAMP}
             VERBATIM)
-        list(APPEND objects ${CMAKE_CURRENT_BINARY_DIR}/${name}-${t}.streaming.o)
+        list(APPEND objects ${CMAKE_CURRENT_BINARY_DIR}/${stem}.ir.o)
     endforeach ()
     add_custom_command(OUTPUT ${generated}
         COMMAND magi2norm.generator -n ${name} -g ${generator} -f ${name} -e c_header,object,llvm_assembly -o .
@@ -422,5 +457,5 @@ function(_magi2norm_streaming_library name generator alignment)
         DEPENDS magi2norm.generator
         VERBATIM)
     add_custom_target(${name} DEPENDS ${objects})
-    set(MAGI2NORM_STREAMING_OBJECTS ${objects} PARENT_SCOPE)
+    set(MAGI2NORM_IR_OBJECTS ${objects} PARENT_SCOPE)
 endfunction()

@@ -97,6 +97,15 @@ inline Halide::Expr f32_to_bf16(const Halide::Expr &value, NanBits nans) {
     return Halide::cast<uint16_t>(f32_to_bf16_high(value, nans) >> 16);
 }
 
+// FP32 -> BF16 bits as f32_to_bf16 gives them, for the AVX-512 BF16 variants: a call that
+// cmake/ir_steps.py (--native-bf16) makes the native conversion, with f32_to_bf16's rounding
+// for the lanes that conversion does not round as it does (FP32 subnormals; NaN). Halide has no
+// native BF16 encoding on x86; the call marks where one goes.
+inline Halide::Expr f32_to_bf16_native(const Halide::Expr &value, NanBits nans) {
+    const char *name = nans == NanBits::any ? "magi2norm_bf16_rne_nan" : "magi2norm_bf16_rne";
+    return Halide::Internal::Call::make(Halide::UInt(16), name, {value}, Halide::Internal::Call::PureExtern);
+}
+
 // Two BF16 values stored as one little-endian uint32 word: the element at the even position is
 // the low half, the odd one the high half. Decoding a half takes one operation (a shift or a
 // mask), with no widening; `odd` is 0 or 1.

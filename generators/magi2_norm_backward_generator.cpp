@@ -49,7 +49,7 @@ public:
     // and leaves the sum's loop out of dx's vector loop.
     GeneratorParam<bool> sums_rows{"sums_rows", true};
     // > 0 (CPUs, one dy row a dx row): the variant for calls from memory, whose dx is written with
-    // streaming stores (cmake/streaming_stores.py), for dx aligned to this many bytes.
+    // streaming stores (cmake/ir_steps.py), for dx aligned to this many bytes.
     GeneratorParam<int> cpu_streaming_alignment{"cpu_streaming_alignment", 0};
 
     void configure() {
@@ -227,7 +227,7 @@ public:
 
 private:
     // Streaming stores need aligned addresses (x86's movntdq faults on any other) and whole
-    // vectors (cmake/streaming_stores.py cannot mark a masked store). Rows of a multiple of
+    // vectors (cmake/ir_steps.py cannot mark a masked store). Rows of a multiple of
     // abi::kStreamingLanes elements, declared so, leave the vector loops no tail; with dx's first
     // element aligned to `bytes`, its rows a multiple of `bytes` long and its other strides
     // multiples of `bytes`, every vector store of dx is aligned. The runtime sends only such

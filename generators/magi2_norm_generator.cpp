@@ -57,6 +57,10 @@ public:
     // `inv` the normalization multiplies by, bit for bit), which the backward may take instead
     // of summing the row's squares again.
     GeneratorParam<bool> writes_inverse_rms{"writes_inverse_rms", false};
+    // BF16 outputs by the native conversion of AVX-512 BF16 machines (f32_to_bf16_native), which
+    // cmake/ir_steps.py --native-bf16 puts in: for an x86 target with avx512_zen4, the element
+    // form, compiled through that step.
+    GeneratorParam<bool> native_bf16{"native_bf16", false};
     // The schedules' knobs (abi/knobs.def): cpu_vector_width, ..., gpu_unroll.
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};
@@ -85,6 +89,10 @@ public:
     }
 
     void generate() {
+        if (native_bf16 && (out_type != Storage::BF16 || paired_words || one_row || writes_inverse_rms ||
+                            !get_target().has_feature(Target::AVX512_Zen4))) {
+            throw CompileError("native_bf16 is the element form to BF16 on an avx512_zen4 target");
+        }
         schedules::NormStages s;
         Var t = s.t;
         Expr num_modality = scale->dim(2).extent();
@@ -196,7 +204,7 @@ private:
 
         Func y32("y32");
         y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
-        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), result_nans(in_type, get_target()), get_target());
+        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), result_nans(in_type, get_target()), get_target(), native_bf16);
     }
 
     // The same formula over paired words, for BF16 -> BF16 rows of a multiple of 16 elements
@@ -290,7 +298,7 @@ private:
                         "paired-word variant: rows must be a multiple of 16 elements");
     }
 
-    // Streaming stores (cmake/streaming_stores.py marks the output's vector stores non-temporal after
+    // Streaming stores (cmake/ir_steps.py marks the output's vector stores non-temporal after
     // Halide's code generation) need aligned addresses: x86's movntdq faults on any other. The
     // schedule writes whole vectors at multiples of the vector width from d = 0, so every vector
     // store is aligned to `bytes` (or to its own size, if smaller) when the output's first

@@ -37,9 +37,11 @@ inline NanBits result_nans(Storage in, const Halide::Target &target) {
     return in == Storage::BF16 && !target.has_gpu_feature() ? NanBits::low_half_clear : NanBits::any;
 }
 
-inline Halide::Expr encode(Storage s, const Halide::Expr &v, NanBits nans, const Halide::Target &target) {
+// `native_bf16`: BF16 by the AVX-512 BF16 conversion (f32_to_bf16_native), the same bits.
+inline Halide::Expr encode(Storage s, const Halide::Expr &v, NanBits nans, const Halide::Target &target,
+                           bool native_bf16 = false) {
     switch (s) {
-    case Storage::BF16: return f32_to_bf16(v, nans);
+    case Storage::BF16: return native_bf16 ? f32_to_bf16_native(v, nans) : f32_to_bf16(v, nans);
     case Storage::F16: return f16_codec_is_native(target) ? f32_to_f16_native(v) : f32_to_f16(v);
     default: return v;
     }

@@ -6,7 +6,7 @@
 #     test reference uses);
 #   - Halide (pinned wheel from PyPI, a full C++ SDK with its LLVM), a recent CMake (Halide's CMake
 #     package needs CMake >= 3.28) and llvmlite (compiles the streaming-store variants,
-#     cmake/streaming_stores.py), into the project-local virtual environment .venv/.
+#     cmake/ir_steps.py), into the project-local virtual environment .venv/.
 # Idempotent: a second run installs nothing and takes a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."

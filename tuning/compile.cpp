@@ -70,7 +70,7 @@ std::string command_for(const VariantRequest &r, const std::string &dir, const s
     c << generator_args(r);
     std::string object = name + ".o";
     if (streaming) {
-        // As the build does it (_magi2norm_streaming_library).
+        // As the build does it (_magi2norm_ir_library).
         c << " && " << quoted(MAGI2NORM_PYTHON) << " " << quoted(MAGI2NORM_STREAMING_STORES_PY) << " --buffer norm --alignment "
           << r.streaming_alignment << " --prefetch-into-l2 " << name << ".ll " << name << ".streaming.o";
         object = name + ".streaming.o";

@@ -1,5 +1,5 @@
 // Candidates compiled in seconds: the project's generator, run as the build runs it but for one
-// variant and one target, writes an object (through cmake/streaming_stores.py for the
+// variant and one target, writes an object (through cmake/ir_steps.py for the
 // streaming-store form), which is linked into a shared object and loaded into this process. The
 // variants it makes use the Halide runtime inside the library this program links (exported to
 // them), so they run exactly as the shipped ones do. A cache folder keeps every candidate made:

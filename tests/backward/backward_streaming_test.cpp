@@ -1,4 +1,4 @@
-// Streaming stores of dx (the cpu_single_streaming variants, cmake/streaming_stores.py) change
+// Streaming stores of dx (the cpu_single_streaming variants, cmake/ir_steps.py) change
 // only how dx reaches memory. With a policy that admits every dx, a call whose dx those variants
 // can store aligned takes them, and its dx (the bytes between a strided view's elements too) and
 // dweight equal, bit for bit, those of the policy that admits none, and B1-B3 hold. A dx they

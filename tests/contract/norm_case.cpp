@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "magi2norm/internal.hpp"
 #include "random_values.hpp"
 #include "reference/gates.hpp"
 #include "reference/reference.hpp"
@@ -154,6 +155,19 @@ std::string without_class_tag(std::string family) {
 
 }  // namespace
 
+bool native_bf16_runs() {
+    static const bool runs = magi2norm::detail::cpu_runs(magi2norm::detail::Isa::avx512_bf16) &&
+                             magi2norm::detail::kernel_named("magi2_norm_cpu_avx512bf16_bf16_bf16") != nullptr;
+    return runs;
+}
+
+std::string cpu_family_run(DType out, const std::string &family) {
+    if (out != DType::bf16 || !native_bf16_runs()) return family;
+    if (family == "cpu" || family == "cpu_paired") return "cpu_avx512bf16";
+    if (family == "cpu_streaming" || family == "cpu_paired_streaming") return "cpu_avx512bf16_streaming";
+    return family;
+}
+
 testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired) {
     const std::string name = magi2norm::last_variant();
     const std::string prefix = "magi2_norm_", suffix = std::string("_") + magi2norm::dtype_name(in) + "_" + magi2norm::dtype_name(out);
@@ -165,7 +179,8 @@ testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType
     const bool cuda_cc = backend == magi2norm::Backend::cuda && family.size() > own.size() && family.compare(0, own.size(), own) == 0 &&
                          family.find_first_not_of("0123456789", own.size()) == std::string::npos;
     const std::string cpu_family = std::string("cpu") + (paired ? "_paired" : "") + (streaming ? "_streaming" : "");
-    const bool expected = streaming || paired ? family == cpu_family : family == own || cuda_cc;
+    const bool native = backend == magi2norm::Backend::cpu && cpu_family_run(out, cpu_family) != cpu_family;
+    const bool expected = native || streaming || paired ? family == cpu_family_run(out, cpu_family) : family == own || cuda_cc;
     if (expected) return testing::AssertionSuccess();
     return testing::AssertionFailure() << "last_variant() is \"" << name << "\", expected a"
                                        << (paired ? " paired-word" : "") << (streaming ? " streaming-store" : "") << " "

@@ -62,6 +62,13 @@ ref::HostTensor run_reference(const NormCase &c);
 // a tuning class's variant of that kind too ("cpu_t1_paired": a tuned build).
 testing::AssertionResult ran_variant(magi2norm::Backend backend, DType in, DType out, bool streaming, bool paired = false);
 
+// Whether BF16 outputs of CPU calls take the AVX-512 BF16 variants in this process: the CPU runs
+// them, the build has them, and MAGI2NORM_TEST_CPU (cpu_baseline.cpp) did not turn them off. They
+// then serve the calls of the element and paired-word families to BF16 (cpu_family_run), which
+// the run with MAGI2NORM_TEST_CPU=no_avx512_bf16 checks instead.
+bool native_bf16_runs();
+std::string cpu_family_run(DType out, const std::string &family);
+
 // A BF16 -> BF16 call of `norm` on the dense values of `x` (shape x.shape()) with x and the
 // output both one element (two bytes) past a word boundary, where the paired-word form does
 // not apply: the element form's result for the same values. The output has `out_shape` and

@@ -1,4 +1,4 @@
-// Streaming stores (the cpu_streaming variants, cmake/streaming_stores.py) change only how the output
+// Streaming stores (the cpu_streaming variants, cmake/ir_steps.py) change only how the output
 // reaches memory. With a policy that admits every output, a call whose output those variants can
 // store aligned takes them (which calls: tests/runtime/streaming_stores_test.cpp), and its bytes,
 // including the gaps a strided output leaves between its elements, must equal those of ordinary

@@ -106,7 +106,10 @@ const KernelEntry &choose_kernel(const CallPlan &p, const void *x, const void *o
         aligned(out, static_cast<std::uintptr_t>(p.elements[1]->streaming_alignment));
     const int stores = streaming ? 1 : 0;
     if (!streaming && p.one_row != nullptr) return *p.one_row;
-    const bool paired = p.paired_words[stores] != nullptr && aligned(x, 4) && aligned(out, 4);
+    // The AVX-512 BF16 element form serves BF16 -> BF16 rows too, faster than the paired-word form
+    // (docs/benchmarks/native_bf16.md).
+    const bool paired = p.paired_words[stores] != nullptr && p.elements[stores]->isa == Isa::any && aligned(x, 4) &&
+                        aligned(out, 4);
     return paired ? *p.paired_words[stores] : *p.elements[stores];
 }
 

@@ -15,18 +15,19 @@ namespace magi2norm::detail {
 namespace {
 
 // One line a variant (cmake/Magi2normVariants.cmake, magi2norm_add_variants): its pipeline's
-// name, backend, capability, form, streaming alignment, dtypes (x, y or dy, dx) and class.
-#define MAGI2NORM_VARIANT(name, backend, cc, form, streaming_alignment, in, out, dx, tuning_class, dim_min, dim_max, \
-                          bytes_min, bytes_max)                                                                 \
+// name, backend, capability, form, streaming alignment, ISA, dtypes (x, y or dy, dx) and class.
+#define MAGI2NORM_VARIANT(name, backend, cc, form, streaming_alignment, isa, in, out, dx, tuning_class, dim_min,     \
+                          dim_max, bytes_min, bytes_max)                                                        \
     {Backend::backend, cc, Form::form, streaming_alignment, DType::in, DType::out, name##_argv, #name, tuning_class, \
-     {dim_min, dim_max, bytes_min, bytes_max}, DType::dx},
+     {dim_min, dim_max, bytes_min, bytes_max}, DType::dx, Isa::isa},
 constexpr KernelEntry kKernels[] = {
 #include "magi2norm_variant_list.inc"
 };
 #undef MAGI2NORM_VARIANT
 
 // The table's untuned entry of each (backend, dtypes, form, stores) outside CUDA, whose variants
-// differ by capability too: a call finds its variant in one step. -1 where the library has none.
+// differ by capability too, of the ISA `isa`: a call finds its variant in one step. -1 where the
+// library has none.
 constexpr int kKeys = 3 * 3 * 3 * 3 * kForms * 2;
 constexpr int key_of(Backend backend, DType in, DType out, Form form, bool streaming, DType dx) {
     const int dx_key = is_backward(form) ? static_cast<int>(dx) : 0;
@@ -34,16 +35,18 @@ constexpr int key_of(Backend backend, DType in, DType out, Form form, bool strea
             static_cast<int>(form)) * 2 +
            (streaming ? 1 : 0);
 }
-constexpr std::array<int, kKeys> kIndex = [] {
+constexpr std::array<int, kKeys> index_of(Isa isa) {
     std::array<int, kKeys> index{};
     for (int &i : index) i = -1;
     for (int i = 0; i < static_cast<int>(std::size(kKernels)); ++i) {
         const KernelEntry &k = kKernels[i];
         int &slot = index[key_of(k.backend, k.in, k.out, k.form, k.streaming_alignment > 0, k.dx)];
-        if (k.backend != Backend::cuda && k.tuning_class == 0 && slot < 0) slot = i;
+        if (k.backend != Backend::cuda && k.tuning_class == 0 && k.isa == isa && slot < 0) slot = i;
     }
     return index;
-}();
+}
+constexpr std::array<int, kKeys> kIndex = index_of(Isa::any);
+constexpr std::array<int, kKeys> kBf16Index = index_of(Isa::avx512_bf16);
 
 // The class entries, which a call scans before its untuned entry: none without a tuning record,
 // and then no scan at all.
@@ -79,7 +82,9 @@ const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, 
                 if (serves_class(kKernels[i], backend, in, out, form, streaming, size)) return &kKernels[i];
             }
         }
-        const int i = kIndex[key_of(backend, in, out, form, streaming, dx)];
+        const int key = key_of(backend, in, out, form, streaming, dx);
+        if (kBf16Index[key] >= 0 && cpu_runs(Isa::avx512_bf16)) return &kKernels[kBf16Index[key]];
+        const int i = kIndex[key];
         return i < 0 ? nullptr : &kKernels[i];
     }
     // CUDA: a class variant whose code the device can run (a record's classes are for the
@@ -111,6 +116,13 @@ int cpu_streaming_alignment() {
         return 0;
     }();
     return alignment;
+}
+
+const KernelEntry *kernel_named(std::string_view name) {
+    for (const KernelEntry &k : kKernels) {
+        if (name == k.name) return &k;
+    }
+    return nullptr;
 }
 
 std::vector<const KernelEntry *> class_kernels() {

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
+#include "isa.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm::detail {
@@ -57,6 +59,7 @@ struct KernelEntry {
     int tuning_class = 0;
     CallBounds bounds;
     DType dx = DType::f32;  // the backward's dx; unused by the forward's forms
+    Isa isa = Isa::any;     // what the CPU must run beyond Halide's own pick (cpu_runs)
 };
 
 // Whether `k` is a class variant of (backend, dtype pair, form, stores) whose bounds hold `size`.
@@ -64,11 +67,15 @@ bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Fo
 
 // The variant of (backend, dtypes, form, stores) for a call of `size`, forward or backward (`dx`:
 // the backward's dx dtype, ignored by the forward's forms): the first class variant that serves
-// it (serves_class), else the kind's untuned variant; for CUDA the one built for the highest
-// capability the device has (the lowest built when the capability is unknown: its failure then
-// names the cause). Null when the library has none.
+// it (serves_class), else the kind's untuned variant: on a CPU that runs it (cpu_runs) the
+// AVX-512 BF16 one where the library has it; for CUDA the one built for the highest capability
+// the device has (the lowest built when the capability is unknown: its failure then names the
+// cause). Null when the library has none.
 const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
                                CallSize size, DType dx = DType::f32);
+
+// The variant named `name` (its pipeline's function name, as last_variant() reports it), or null.
+const KernelEntry *kernel_named(std::string_view name);
 
 // The library's class variants, in the table's order (none in a build without a tuning record).
 std::vector<const KernelEntry *> class_kernels();
