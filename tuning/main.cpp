@@ -1,9 +1,10 @@
 // magi2-tune: finds this machine's best schedule knobs per shape class, and writes the record
 // a build ships (-DMAGI2NORM_TUNING=<record>). `magi2-tune --help` lists its flags (kHelp).
 //
-// GPU backends take the batch path (tuning/batch.hpp): with opencl every step runs here; with
-// cuda this makes the candidates (for --capability, default 86), magi2-tune-measure times them
-// on the GPU machine, and `magi2-tune --select --record FILE` keeps each class's best.
+// GPU backends take the batch path (tuning/batch.hpp): with opencl every step runs here, unless
+// --batch-only; with cuda (or --batch-only) this makes the candidates (for --capability, default
+// 86), magi2-tune-measure times them on the GPU machine, and `magi2-tune --select --record FILE`
+// keeps each class's best.
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,8 @@ build ships (-DMAGI2NORM_TUNING=<record>; docs/tuning.md, docs/tuning_record.md)
   --capability NN     cuda: the lowest compute capability x 10 the candidates run on (default 86)
   --random N          GPU backends: seeded random configurations per class besides the defaults
                       and each knob's other values (default 8)
+  --batch-only        opencl: make the candidates and stop, as cuda always does (then
+                      magi2-tune-measure --backend opencl, then --select), each step its own process
   --select            GPU backends: keep each class's best of a measured record, then exit
   --help              this text
 )";
@@ -101,6 +104,7 @@ int main(int argc, char **argv) {
     std::vector<std::string> norms;
     int jobs = 0, capability = 86, random_per_class = 8;
     bool select = false;
+    bool batch_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const auto value = [&]() -> std::string {
@@ -124,6 +128,7 @@ int main(int argc, char **argv) {
         else if (a == "--capability") capability = std::stoi(value());
         else if (a == "--random") random_per_class = std::stoi(value());
         else if (a == "--select") select = true;
+        else if (a == "--batch-only") batch_only = true;
         else if (a == "--backend") {
             const std::string b = value();
             if (b == "cpu") options.backend = magi2norm::Backend::cpu;
@@ -134,6 +139,7 @@ int main(int argc, char **argv) {
     }
     if (options.strategy != "coordinate" && options.strategy != "knobs" && options.strategy != "adams2019-sampling") usage("unknown --strategy " + options.strategy);
     options.record_path = record_path;
+    if (batch_only && options.backend == magi2norm::Backend::cpu) usage("--batch-only is for GPU backends");
 
     const Machine machine = this_machine();
     if (select) {
@@ -191,10 +197,11 @@ int main(int argc, char **argv) {
     } else {
         record.machine.compute_capability = options.backend == magi2norm::Backend::cuda ? capability : 0;
         prepare_batch(record, compiler, options.backend, random_per_class);
-        if (options.backend == magi2norm::Backend::cuda) {
+        if (options.backend == magi2norm::Backend::cuda || batch_only) {
             save(record, record_path);
-            std::printf("made the candidates; on the GPU machine: magi2-tune-measure --record %s --cache %s --backend cuda\n"
-                        "then here: magi2-tune --select --record %s\n", record_path.c_str(), cache.c_str(), record_path.c_str());
+            std::printf("made the candidates; on the GPU machine: magi2-tune-measure --record %s --cache %s --backend %s\n"
+                        "then here: magi2-tune --select --record %s\n", record_path.c_str(), cache.c_str(),
+                        magi2norm::backend_name(options.backend), record_path.c_str());
             return 0;
         }
         measure_pending(record, compiler, options.backend, options.rounds);

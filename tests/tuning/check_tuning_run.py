@@ -10,7 +10,14 @@ record says what each class cost, with the machine's keys.
 With `budget` in place of the backend: one run over three classes of different sizes (one of
 them from memory), whose budget reaches every class (each measures knob candidates) and is kept.
 
+With `three`: the GPU workflow on OpenCL in its three processes, as CUDA takes it across two
+machines: `magi2-tune --batch-only` makes the candidates and measures none,
+`magi2-tune-measure` times every one (its --help first), `magi2-tune --select` keeps each
+class's best, and the configure's record check (cmake/check_tuning_record.cmake, with this
+build's sources and OpenCL) accepts the record.
+
   check_tuning_run.py MAGI2_TUNE WORK_DIR -- cpu|opencl|budget
+  check_tuning_run.py MAGI2_TUNE WORK_DIR -- three MAGI2_TUNE_MEASURE CMAKE CHECK_SCRIPT GENERATOR_VERSION CPU ISA
 """
 import json
 import os
@@ -82,6 +89,38 @@ def check_budget(tune, work):
           ", ".join(f"{k['name']} {k['spend']['candidates']} in {k['spend']['seconds']:.0f} s" for k in record["classes"]))
 
 
+def step(args):
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    print(done.stdout[-2000:])
+    if done.returncode != 0:
+        print(done.stderr[-2000:])
+        sys.exit(f"{os.path.basename(args[0])} exited with {done.returncode}")
+    return done.stdout
+
+
+def check_three_steps(tune, work, measure, cmake, check, version, cpu, isa):
+    record_path, cache = os.path.join(work, "record.json"), os.path.join(work, "cache")
+    common = ["--record", record_path, "--cache", cache]
+    assert "magi2-tune-measure" in step([measure, "--help"])
+    made = step([tune, "--backend", "opencl", "--batch-only", "--budget", "20", "--tokens", "16", "--norms", "final_norm",
+                 "--random", "1", "--rounds", "3"] + common)
+    assert "magi2-tune-measure" in made and "--select" in made, made
+    record = json.load(open(record_path))
+    assert record["candidates"] and all(c["status"] == "pending" or c["status"].startswith("rejected: ")
+                                        for c in record["candidates"]), "--batch-only measured"
+    step([measure, "--backend", "opencl", "--rounds", "3"] + common)
+    record = json.load(open(record_path))
+    measured = [c for c in record["candidates"] if c["status"] == "ok"]
+    assert measured and not any(c["status"] == "pending" for c in record["candidates"])
+    step([tune, "--select", "--record", record_path])
+    record = json.load(open(record_path))
+    assert record["backend"] == "opencl" and record["classes"], record.get("classes")
+    checked = subprocess.run([cmake, "-DRECORD=" + record_path, "-DEXPECT_GENERATOR_VERSION=" + version, "-DEXPECT_CPU=" + cpu,
+                              "-DEXPECT_ISA=" + isa, "-DGPU_BACKENDS=opencl", "-P", check], capture_output=True, text=True)
+    print(checked.stdout + checked.stderr)
+    assert checked.returncode == 0 and "accepted" in checked.stdout + checked.stderr, "the build refuses the record"
+
+
 def main():
     tune, work = sys.argv[1], sys.argv[2]
     backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
@@ -91,6 +130,10 @@ def main():
             os.remove(os.path.join(work, name))
     if backend == "budget":
         check_budget(tune, work)
+        return
+    if backend == "three":
+        check_three_steps(tune, work, *sys.argv[5:11])
+        print("tuning run: three steps checked")
         return
     record = run(tune, work, backend, 20)
     candidates = record["candidates"]
