@@ -1,9 +1,10 @@
 // What a hand-written kernel of the library's arithmetic needs besides its vector code: the
-// library's split of a call into parts and chunks, the two-thread pool that runs the parts, and
-// the bit-for-bit check against the library, on the library's random data and on rows of
-// special values (FP32-subnormal results, NaN, Inf, zero, overflowing squares).
+// library's split of a call into parts and chunks, the two-thread pool that runs the parts, the
+// runner and Implementation around a kernel struct, and the bit-for-bit check against the
+// library, on the library's random data and on rows of special values (FP32-subnormal results,
+// NaN, Inf, zero, overflowing squares).
 // The rules are peer_hand_avx2.cpp's (its header comment); peer_hand_avx2.cpp and
-// peer_hand_avx512.cpp both take them from here, each with its own vector row kernels.
+// peer_hand_avx512.cpp both take them from here, each with its own kernel struct.
 //
 // Everything here has internal linkage (the unnamed namespace): a file that includes this header
 // is built with its own instruction set flags (-mavx512f, ...), and an inline function shared
@@ -340,6 +341,63 @@ void check_bits(const Case &c, const std::string &who, const MakeRunner &make) {
         throw std::logic_error("the special rows gave " + std::to_string(subnormals) + " subnormal and " + std::to_string(nans) +
                                " NaN outputs on " + small.name());
     }
+}
+
+// Runs a workspace's case on `Kernel`, a struct with norm_rows's row kernels and:
+//   kStreamAlignment: the boundary its streaming stores need, each row's output and the call's;
+//   kCopiesScale: whether its output loops read the scale in an order of their own, then
+//   copy_scale(scale, dim, out dtype) -> std::vector<float>, the scale in that order (made once
+//   here, outside the timed calls); else they read the workspace's.
+template <class Kernel>
+class KernelRunner : public Runner {
+public:
+    explicit KernelRunner(Workspace &ws)
+        : ws_(ws), dim_(ws.spec().dim()), rows_(ws.spec().elements() / dim_),
+          split_(split_of(ws.spec(), Kernel::kStreamAlignment)) {
+        if constexpr (Kernel::kCopiesScale) scale_ = Kernel::copy_scale(ws.scale().data(), dim_, ws.spec().out);
+    }
+
+    // Forces the from-memory paths (prefetch, and streaming stores where the output is aligned)
+    // on a call of any size.
+    void force_from_memory() {
+        split_.prefetch = true;
+        split_.stream = (dim_ * static_cast<std::int64_t>(dtype_size(ws_.spec().out))) % Kernel::kStreamAlignment == 0;
+    }
+
+    const void *run(std::size_t pair) override {
+        const Case &c = ws_.spec();
+        const bool stream = split_.stream && reinterpret_cast<std::uintptr_t>(ws_.out(pair)) % Kernel::kStreamAlignment == 0;
+        const float *scale = Kernel::kCopiesScale ? scale_.data() : ws_.scale().data();
+        const Rows call{ws_.x(pair), ws_.out(pair), dim_, scale, kEps, split_.prefetch, stream};
+        const RowsFn fn = pick<Kernel>(c.in, c.out, stream);
+        const std::int64_t parts = split_.parts;
+        workers().run(split_.parts, [&](int part) { fn(call, rows_ * part / parts, rows_ * (part + 1) / parts); });
+        return ws_.out(pair);
+    }
+
+private:
+    Workspace &ws_;
+    std::int64_t dim_, rows_;
+    Split split_;
+    std::vector<float> scale_;  // empty unless Kernel::kCopiesScale
+};
+
+template <class Kernel>
+std::unique_ptr<Runner> make_kernel_runner(Workspace &ws, bool from_memory) {
+    auto runner = std::make_unique<KernelRunner<Kernel>>(ws);
+    if (from_memory) runner->force_from_memory();
+    return runner;
+}
+
+// The benchmark `name` of `Kernel`: the cases it covers where runs_here(), each checked against
+// the library in its prepare, before timing.
+template <class Kernel>
+Implementation kernel_implementation(const std::string &name, bool (*runs_here)()) {
+    return {name, kThreads, [runs_here](const Case &c) { return covers(c) && runs_here(); },
+            [name](Workspace &ws) -> std::unique_ptr<Runner> {
+                check_bits(ws.spec(), name, make_kernel_runner<Kernel>);
+                return std::make_unique<KernelRunner<Kernel>>(ws);
+            }};
 }
 
 }  // namespace

@@ -16,13 +16,12 @@
 // and outputs of 4 MiB or more on 32-byte boundaries take streaming stores (the library's
 // cpu_prefetch_bytes and StreamingPolicy::min_output_bytes).
 // This file holds the vector code; the rest (the cases covered, the split into parts and chunks,
-// the two-thread pool, and the check, before timing, that the output is the library's bit for bit
-// on random data and on rows of special values) is hand_kernel_common.hpp's, shared with
-// peer_hand_avx512.cpp.
+// the two-thread pool, the runner, and the check, before timing, that the output is the library's
+// bit for bit on random data and on rows of special values) is hand_kernel_common.hpp's, shared
+// with peer_hand_avx512.cpp.
 #include <immintrin.h>
 
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "hand_kernel_common.hpp"
@@ -33,8 +32,6 @@ namespace magi2norm::bench {
 namespace {
 
 using namespace hand_kernel;
-
-constexpr std::int64_t kStreamAlignment = 32;
 
 // FP64 lane sums [0..3], [4..7], [8..11], [12..15] -> the FP32 sum as lane_tree adds them.
 inline float lane_tree(__m256d s0, __m256d s1, __m256d s2, __m256d s3) {
@@ -90,12 +87,31 @@ inline void store(float *p, __m256 v) {
 
 // The row kernels that hand_kernel::norm_rows calls. The sums are defined out of the class, so
 // not inline: each stays one function, called by the two norm_rows of its input type (ordinary
-// and streaming stores), as the compiler built them before this file used the common header.
+// and streaming stores).
 struct Avx2 {
+    static constexpr std::int64_t kStreamAlignment = 32;
+    static constexpr bool kCopiesScale = true;
+
+    // The scale as output_row reads it: for BF16 outputs, as the unpacked halves hold the
+    // elements (per 16, elements 0-3 and 8-11, then 4-7 and 12-15); else in element order.
+    static std::vector<float> copy_scale(const float *scale, std::int64_t dim, DType out) {
+        std::vector<float> copy(scale, scale + dim);
+        if (out == DType::bf16) {
+            for (std::int64_t d = 0; d < dim; d += 16) {
+                for (int i = 0; i < 8; ++i) {
+                    const int lo = i < 4 ? i : i + 4;
+                    copy[d + i] = scale[d + lo];
+                    copy[d + 8 + i] = scale[d + lo + 4];
+                }
+            }
+        }
+        return copy;
+    }
+
     static float sum_squares(const std::uint16_t *x, std::int64_t dim, const char *ahead);
     static float sum_squares(const float *x, std::int64_t dim, const char *ahead);
 
-    // BF16 -> BF16: `scale` is permuted as the unpacked halves hold the elements (HandRunner).
+    // BF16 -> BF16: `scale` is in copy_scale's order.
     template <bool kStream>
     static void output_row(const std::uint16_t *x, std::uint16_t *y, std::int64_t dim, const float *scale, float inv) {
         const __m256 r = _mm256_set1_ps(inv);
@@ -168,66 +184,10 @@ float Avx2::sum_squares(const float *x, std::int64_t dim, const char *ahead) {
     return lane_tree(s0, s1, s2, s3);
 }
 
-bool aligned(const void *p) { return reinterpret_cast<std::uintptr_t>(p) % kStreamAlignment == 0; }
-
-class HandRunner : public Runner {
-public:
-    explicit HandRunner(Workspace &ws)
-        : ws_(ws), dim_(ws.spec().dim()), rows_(ws.spec().elements() / dim_), split_(split_of(ws.spec(), kStreamAlignment)) {
-        const float *scale = ws.scale().data();
-        // BF16 outputs read the scale as the unpacked halves hold the elements: per 16, elements
-        // 0-3 and 8-11, then 4-7 and 12-15.
-        scale_.assign(scale, scale + dim_);
-        if (ws.spec().out == DType::bf16) {
-            for (std::int64_t d = 0; d < dim_; d += 16) {
-                for (int i = 0; i < 8; ++i) {
-                    const int lo = i < 4 ? i : i + 4;
-                    scale_[d + i] = scale[d + lo];
-                    scale_[d + 8 + i] = scale[d + lo + 4];
-                }
-            }
-        }
-    }
-
-    // Forces the from-memory paths (prefetch, and streaming stores where the output is aligned)
-    // on a call of any size.
-    void force_from_memory() {
-        split_.prefetch = true;
-        split_.stream = (dim_ * static_cast<std::int64_t>(dtype_size(ws_.spec().out))) % kStreamAlignment == 0;
-    }
-
-    const void *run(std::size_t pair) override {
-        const Case &c = ws_.spec();
-        const bool stream = split_.stream && aligned(ws_.out(pair));
-        const Rows call{ws_.x(pair), ws_.out(pair), dim_, scale_.data(), kEps, split_.prefetch, stream};
-        const RowsFn fn = pick<Avx2>(c.in, c.out, stream);
-        const std::int64_t parts = split_.parts;
-        workers().run(split_.parts, [&](int part) { fn(call, rows_ * part / parts, rows_ * (part + 1) / parts); });
-        return ws_.out(pair);
-    }
-
-private:
-    Workspace &ws_;
-    std::int64_t dim_, rows_;
-    Split split_;
-    std::vector<float> scale_;
-};
-
-std::unique_ptr<Runner> make_runner(Workspace &ws, bool from_memory) {
-    auto runner = std::make_unique<HandRunner>(ws);
-    if (from_memory) runner->force_from_memory();
-    return runner;
-}
-
-bool supported(const Case &c) { return covers(c) && __builtin_cpu_supports("avx2"); }
-
 }  // namespace
 
 Implementation hand_avx2_peer() {
-    return {"hand_avx2", kThreads, supported, [](Workspace &ws) -> std::unique_ptr<Runner> {
-                check_bits(ws.spec(), "hand_avx2", make_runner);
-                return std::make_unique<HandRunner>(ws);
-            }};
+    return kernel_implementation<Avx2>("hand_avx2", [] { return __builtin_cpu_supports("avx2") != 0; });
 }
 
 }  // namespace magi2norm::bench

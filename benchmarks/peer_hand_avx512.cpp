@@ -22,8 +22,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <memory>
-#include <vector>
 
 #include "hand_kernel_common.hpp"
 #include "implementation.hpp"
@@ -34,15 +32,16 @@ namespace {
 
 using namespace hand_kernel;
 
-constexpr std::int64_t kStreamAlignment = 64;
 // vfpclassps categories: QNaN (0x01), denormal (0x20), SNaN (0x80).
 constexpr int kSubnormalOrNan = 0x01 | 0x20 | 0x80;
 
-// 16 BF16 values -> FP32.
-inline __m512 bf16_load(const std::uint16_t *p) {
+// 16 BF16 or FP32 values -> FP32.
+inline __m512 load(const std::uint16_t *p) {
     const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
+
+inline __m512 load(const float *p) { return _mm512_loadu_ps(p); }
 
 inline __m512 square(__m512 v) { return _mm512_mul_ps(v, v); }
 
@@ -101,25 +100,19 @@ inline void store(float *p, __m512 v) {
 }
 
 struct Avx512 {
-    // A BF16 row's sum of squares; `ahead` (or null) is prefetched, as many lines as the row reads.
-    static float sum_squares(const std::uint16_t *x, std::int64_t dim, const char *ahead) {
-        __m512d lo = _mm512_setzero_pd(), hi = lo;
-        for (std::int64_t b = 0; b < dim; b += kBlock) {
-            if (ahead) prefetch_lines(ahead + 2 * b, 2);
-            __m512 partial = square(bf16_load(x + b));
-            for (int k = 1; k < 4; ++k) partial = _mm512_add_ps(partial, square(bf16_load(x + b + 16 * k)));
-            accumulate(partial, lo, hi);
-        }
-        return lane_tree(lo, hi);
-    }
+    static constexpr std::int64_t kStreamAlignment = 64;
+    static constexpr bool kCopiesScale = false;
 
-    // An FP32 row's.
-    static float sum_squares(const float *x, std::int64_t dim, const char *ahead) {
+    // A row's sum of squares; `ahead` (or null) is prefetched, as many lines as the row reads.
+    template <class In>
+    static float sum_squares(const In *x, std::int64_t dim, const char *ahead) {
+        constexpr std::int64_t kSize = sizeof(In);
+        constexpr int kLines = static_cast<int>(kSize * kBlock / 64);  // a block's: 2 of BF16, 4 of FP32
         __m512d lo = _mm512_setzero_pd(), hi = lo;
         for (std::int64_t b = 0; b < dim; b += kBlock) {
-            if (ahead) prefetch_lines(ahead + 4 * b, 4);
-            __m512 partial = square(_mm512_loadu_ps(x + b));
-            for (int k = 1; k < 4; ++k) partial = _mm512_add_ps(partial, square(_mm512_loadu_ps(x + b + 16 * k)));
+            if (ahead) prefetch_lines(ahead + kSize * b, kLines);
+            __m512 partial = square(load(x + b));
+            for (int k = 1; k < 4; ++k) partial = _mm512_add_ps(partial, square(load(x + b + 16 * k)));
             accumulate(partial, lo, hi);
         }
         return lane_tree(lo, hi);
@@ -132,7 +125,7 @@ struct Avx512 {
         for (std::int64_t d = 0; d < dim; d += kBlock) {
             __m512 v[4];
             for (int k = 0; k < 4; ++k) {
-                v[k] = _mm512_mul_ps(_mm512_mul_ps(bf16_load(x + d + 16 * k), r), _mm512_loadu_ps(scale + d + 16 * k));
+                v[k] = _mm512_mul_ps(_mm512_mul_ps(load(x + d + 16 * k), r), _mm512_loadu_ps(scale + d + 16 * k));
             }
             for (int k = 0; k < 4; ++k) store<kStream>(y + d + 16 * k, (__m256i)_mm512_cvtneps_pbh(v[k]));
             // The blend is in memory: the lanes to redo are stored again over the vector (a
@@ -145,76 +138,21 @@ struct Avx512 {
         }
     }
 
-    // BF16 -> FP32.
-    template <bool kStream>
-    static void output_row(const std::uint16_t *x, float *y, std::int64_t dim, const float *scale, float inv) {
+    // BF16 -> FP32 and FP32 -> FP32.
+    template <bool kStream, class In>
+    static void output_row(const In *x, float *y, std::int64_t dim, const float *scale, float inv) {
         const __m512 r = _mm512_set1_ps(inv);
         for (std::int64_t d = 0; d < dim; d += kBlock) {
             for (int k = 0; k < 4; ++k) {
                 const std::int64_t e = d + 16 * k;
-                store<kStream>(y + e, _mm512_mul_ps(_mm512_mul_ps(bf16_load(x + e), r), _mm512_loadu_ps(scale + e)));
-            }
-        }
-    }
-
-    // FP32 -> FP32.
-    template <bool kStream>
-    static void output_row(const float *x, float *y, std::int64_t dim, const float *scale, float inv) {
-        const __m512 r = _mm512_set1_ps(inv);
-        for (std::int64_t d = 0; d < dim; d += kBlock) {
-            for (int k = 0; k < 4; ++k) {
-                const std::int64_t e = d + 16 * k;
-                store<kStream>(y + e, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + e), r), _mm512_loadu_ps(scale + e)));
+                store<kStream>(y + e, _mm512_mul_ps(_mm512_mul_ps(load(x + e), r), _mm512_loadu_ps(scale + e)));
             }
         }
     }
 };
-
-bool aligned(const void *p) { return reinterpret_cast<std::uintptr_t>(p) % kStreamAlignment == 0; }
-
-class HandRunner : public Runner {
-public:
-    explicit HandRunner(Workspace &ws)
-        : ws_(ws), dim_(ws.spec().dim()), rows_(ws.spec().elements() / dim_), split_(split_of(ws.spec(), kStreamAlignment)) {}
-
-    // Forces the from-memory paths (prefetch, and streaming stores where the output is aligned)
-    // on a call of any size.
-    void force_from_memory() {
-        split_.prefetch = true;
-        split_.stream = (dim_ * static_cast<std::int64_t>(dtype_size(ws_.spec().out))) % kStreamAlignment == 0;
-    }
-
-    const void *run(std::size_t pair) override {
-        const Case &c = ws_.spec();
-        const bool stream = split_.stream && aligned(ws_.out(pair));
-        const Rows call{ws_.x(pair), ws_.out(pair), dim_, ws_.scale().data(), kEps, split_.prefetch, stream};
-        const RowsFn fn = pick<Avx512>(c.in, c.out, stream);
-        const std::int64_t parts = split_.parts;
-        workers().run(split_.parts, [&](int part) { fn(call, rows_ * part / parts, rows_ * (part + 1) / parts); });
-        return ws_.out(pair);
-    }
-
-private:
-    Workspace &ws_;
-    std::int64_t dim_, rows_;
-    Split split_;
-};
-
-std::unique_ptr<Runner> make_runner(Workspace &ws, bool from_memory) {
-    auto runner = std::make_unique<HandRunner>(ws);
-    if (from_memory) runner->force_from_memory();
-    return runner;
-}
-
-bool supported(const Case &c) { return covers(c) && hand_avx512_runs_here(); }
 
 }  // namespace
 
-Implementation hand_avx512_peer() {
-    return {"hand_avx512", kThreads, supported, [](Workspace &ws) -> std::unique_ptr<Runner> {
-                check_bits(ws.spec(), "hand_avx512", make_runner);
-                return std::make_unique<HandRunner>(ws);
-            }};
-}
+Implementation hand_avx512_peer() { return kernel_implementation<Avx512>("hand_avx512", hand_avx512_runs_here); }
 
 }  // namespace magi2norm::bench
