@@ -61,6 +61,11 @@ def store_bytes(vector_type):
     return int(lanes) * bits // 8
 
 
+def free_metadata_node(ir):
+    """The next metadata number the module does not use."""
+    return max([int(n) for n in re.findall(r'^!([0-9]+) = ', ir, re.M)] + [0]) + 1
+
+
 def mark_stores(ir, buffer, alignment, narrowed_in_registers):
     """Returns the rewritten module, the number of stores marked and the names of the functions
     that make them. `narrowed_in_registers`: 16-bit lanes come from a conversion that narrows
@@ -75,8 +80,7 @@ def mark_stores(ir, buffer, alignment, narrowed_in_registers):
                  % (buffer, masked.group(0)))
     avx512 = re.search(r'"target-features"="[^"]*\+avx512f', ir) is not None
     store = re.compile(r'(store (<[0-9]+ x \w+>) [^\n]*?, align )([0-9]+)(, !tbaa (%s))(?=[,\n])' % tag_pattern)
-    # The marker node takes the next free metadata number.
-    node = max(int(n) for n in re.findall(r'^!([0-9]+) = ', ir, re.M)) + 1
+    node = free_metadata_node(ir)
     count = 0
 
     def nontemporal(m):
@@ -201,8 +205,8 @@ def native_bf16(ir):
                     line_of[m.group(1)] = i
         extended = {prev for _, prev, _, _ in inserts.values()}
         replacements = {}
-        for last, (lanes, _, _, _) in inserts.items():
-            if last in extended or not any(v in calls for _, _, v, _ in [inserts[last]]):
+        for last, (lanes, _, value, _) in inserts.items():
+            if last in extended or value not in calls:
                 continue
             chain, name = {}, last
             while name in inserts:
@@ -212,10 +216,9 @@ def native_bf16(ir):
             lanes = int(lanes)
             if name not in ('poison', 'undef') or sorted(chain) != list(range(lanes)) or lanes not in (16, 32):
                 sys.exit('ir_steps.py: --native-bf16: an encoder chain of %d lanes it cannot read (%s)' % (lanes, last))
-            fns = {calls[chain[l]][0] for l in range(lanes) if chain[l] in calls}
-            if len(fns) != 1 or any(chain[l] not in calls for l in range(lanes)):
+            if any(chain[l] not in calls for l in range(lanes)) or len({calls[chain[l]][0] for l in range(lanes)}) != 1:
                 sys.exit('ir_steps.py: --native-bf16: a chain of mixed values (%s)' % last)
-            fn = fns.pop()
+            fn = calls[chain[0]][0]
             halves, setup = [], []
             for g in range(lanes // 16):
                 sources = [exts.get(calls[chain[16 * g + k]][1]) for k in range(16)]
@@ -250,8 +253,7 @@ def native_bf16(ir):
     ir = ''.join(functions)
     for fn in used:
         ir = re.sub(r'(?m)^declare i16 @%s\(float\)[^\n]*$' % fn, '', ir)
-    # The fix-up branch's weights take the next free metadata number.
-    rare = max([int(n) for n in re.findall(r'^!([0-9]+) = ', ir, re.M)] + [0]) + 1
+    rare = free_metadata_node(ir)  # the fix-up branch's weights
     ir += '\n' + encoder_definitions(used, rare)
     ir += ('\ndeclare <32 x bfloat> @llvm.x86.avx512bf16.cvtne2ps2bf16.512(<16 x float>, <16 x float>)\n'
            'declare <16 x bfloat> @llvm.x86.avx512bf16.cvtneps2bf16.512(<16 x float>)\n'
