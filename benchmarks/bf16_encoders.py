@@ -16,18 +16,10 @@ import subprocess
 import sys
 import tempfile
 
+from machine import machine
+
 CASES = r"(pre_norm/bf16_bf16/(M1|M3_sizes)/T(16|256|4096|16384)|mhc_norm/bf16_bf16/M1/T(256|4096))"
 IMPLEMENTATIONS = ["ours", "ours_integer_bf16", "hand_avx2", "hand_avx512"]
-
-
-def cpu_name():
-    info = {}
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if ":" in line:
-                key, value = line.split(":", 1)
-                info.setdefault(key.strip(), value.strip())
-    return "%s (family %s, model %s)" % (info.get("model name", "?"), info.get("cpu family", "?"), info.get("model", "?"))
 
 
 def main():
@@ -51,7 +43,7 @@ def main():
         runs.setdefault(case, {}).setdefault(impl, []).append((b["real_time"], b["bytes_per_second"], b["frac_copy"]))
     lines = ["# BF16 outputs on AVX-512 BF16", "",
              "Machine: %s, %s threads (magi2norm_bench's context). Regenerate: `%s`." % (
-                 cpu_name(), report["context"].get("magi2norm_threads", "?"), " ".join(["python"] + sys.argv)), "",
+                 machine(), report["context"].get("magi2norm_threads", "?"), " ".join(["python"] + sys.argv)), "",
              "Median GB/s of %d interleaved repetitions (fraction of the copy bandwidth measured beside each); "
              "`ours / x`: x's time over the library's." % args.repetitions, "",
              "| case | " + " | ".join(IMPLEMENTATIONS) + " | ours / ours_integer_bf16 | ours / hand_avx512 |",

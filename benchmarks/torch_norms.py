@@ -19,13 +19,13 @@ and the time of the module over the row's (a speedup above 1). Prints a Markdown
 """
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
 import magi2norm
+from machine import machine
 from magi2norm import _library
 
 NORMS = {  # name: (row shape, input dtype, output dtype, modalities allowed)
@@ -49,13 +49,6 @@ def formula(x, weight, dim, eps, m, sizes, out_dtype):
 
 # One compiled function for every case: dynamic shapes, so a new token count reuses its graph.
 compiled_formula = torch.compile(formula, dynamic=True)
-
-
-def machine():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    get = lambda k: fields.get(k, "?").strip()  # noqa: E731
-    return f"{get('Model name')} (family {get('CPU family')} model {get('Model')}), {get('CPU(s)')} CPUs, L3 {get('L3 cache')}"
 
 
 def timed(fn, min_seconds=2e-3):
