@@ -16,6 +16,7 @@
 #include "ceilings.hpp"
 #include "backward_bench.hpp"
 #include "harness.hpp"
+#include "pool_dispatch.hpp"
 
 namespace {
 
@@ -25,7 +26,9 @@ constexpr std::int64_t kTinyCallTokens = 16;
 constexpr double kTinyCallWarmUpSeconds = 0.5;
 
 // Calls after an idle gap (run_after_idle_benchmark): the model's in-cache cases with one
-// modality, for ours and the hand-written bar, each call after 5 ms without calls.
+// modality, for ours (planned, the calls whose views are checked once, where they run: T = 16),
+// the hand-written bar and, at T = 16, the memcpy of as many bytes: the machine's own rate after
+// the same gap. Each call after 5 ms without calls.
 constexpr std::chrono::microseconds kIdleGap{5000};
 constexpr std::int64_t kIdleGapTokens[] = {16, 256};
 constexpr benchmark::IterationCount kIdleGapCalls = 100;
@@ -34,7 +37,8 @@ bool measured_after_idle(const Case &c, const Implementation &impl) {
     const bool tokens = std::find(std::begin(kIdleGapTokens), std::end(kIdleGapTokens), c.tokens) != std::end(kIdleGapTokens);
     const bool model = c.norm == "pre_norm" || c.norm == "qk_norm" || c.norm == "mhc_norm" || c.norm == "final_norm";
     return tokens && model && c.num_modality == 1 &&
-           (impl.name == "ours" || impl.name == "ours_integer_bf16" || impl.name == "hand_avx2" || impl.name == "hand_avx512");
+           (impl.name == "ours" || impl.name == "ours_planned" || impl.name == "ours_integer_bf16" || impl.name == "hand_avx2" ||
+            impl.name == "hand_avx512" || impl.name == "memcpy");
 }
 
 // Starts the Halide thread pool (shared by ours and the autoscheduled peers) before anything is
@@ -100,6 +104,7 @@ int main(int argc, char **argv) {
     }
 
     register_backward_benchmarks();
+    register_pool_benchmarks();
 
     const Ceilings &ceiling = ceilings();
     std::fprintf(stderr, "ceilings with %d threads: memcpy %.1f GB/s, copy %.1f GB/s, streaming copy %.1f GB/s\n",

@@ -10,12 +10,10 @@ the library's time over each other's inverse (above 1: the library is faster).
         [--repetitions 7] [--output docs/benchmarks/native_bf16.md]
 """
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-import tempfile
 
+from bench_json import iterations, run_bench
 from machine import machine
 
 CASES = r"(pre_norm/bf16_bf16/(M1|M3_sizes)/T(16|256|4096|16384)|mhc_norm/bf16_bf16/M1/T(256|4096))"
@@ -29,15 +27,9 @@ def main():
     parser.add_argument("--output", help="Markdown file to write (default: print)")
     args = parser.parse_args()
     pattern = "^%s/(%s)/(min_warmup_time:[0-9.]+/)?real_time$" % (CASES, "|".join(IMPLEMENTATIONS))
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([args.bench, "--benchmark_filter=" + pattern, "--benchmark_repetitions=%d" % args.repetitions,
-                        "--benchmark_enable_random_interleaving=true", "--benchmark_min_time=0.2",
-                        "--benchmark_out=" + out.name, "--benchmark_out_format=json"], check=True, stdout=subprocess.DEVNULL)
-        report = json.load(open(out.name))
+    report = run_bench(args.bench, pattern, args.repetitions)
     runs = {}
-    for b in report["benchmarks"]:
-        if b.get("run_type") != "iteration" or "error_occurred" in b and b["error_occurred"]:
-            continue
+    for b in iterations(report):
         parts = b["run_name"].split("/")
         case, impl = "/".join(parts[:4]), parts[4]
         runs.setdefault(case, {}).setdefault(impl, []).append((b["real_time"], b["bytes_per_second"], b["frac_copy"]))

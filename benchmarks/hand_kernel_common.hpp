@@ -12,17 +12,12 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <immintrin.h>
@@ -39,10 +34,7 @@ constexpr std::int64_t kPartBytes = 64 * 1024;         // input bytes a part (1 
 constexpr std::int64_t kMemoryPartBytes = 1 << 20;
 constexpr std::int64_t kChunkBytes = 16 * 1024;        // input rows whose sums come first
 constexpr std::int64_t kFromMemoryBytes = 4 << 20;     // prefetch, and stream outputs, from here
-constexpr int kThreads = 2;
-// How long an idle worker polls before it sleeps: about as long as Halide's pool workers yield
-// (40 sched_yield calls) before they wait on a condition variable.
-constexpr std::chrono::microseconds kSpin{50};
+constexpr int kThreads = 2;  // on the library's pool (run_on_library_pool), as the library runs
 
 // One call's rows as the kernel sees them.
 struct Rows {
@@ -127,106 +119,6 @@ inline Split split_of(const Case &c, std::int64_t stream_alignment) {
     s.parts = static_cast<int>(std::clamp((in_bytes + part_bytes - 1) / part_bytes, fewest, rows));
     s.stream = out_bytes >= kFromMemoryBytes && (dim * static_cast<std::int64_t>(dtype_size(c.out))) % stream_alignment == 0;
     return s;
-}
-
-// The caller and kThreads - 1 persistent workers, which claim a call's parts from one counter:
-// a worker that wakes late finds its share done by the caller, which never waits for a worker
-// that has not started. A worker polls for kSpin after its last job, then sleeps until the next.
-class Workers {
-public:
-    Workers() {
-        for (int i = 1; i < kThreads; ++i) slots_.emplace_back(std::make_unique<Slot>());
-        for (auto &slot : slots_) threads_.emplace_back([this, s = slot.get()] { work(*s); });
-    }
-    ~Workers() {
-        stop_ = true;
-        for (auto &slot : slots_) post(*slot, nullptr);
-        for (auto &t : threads_) t.join();
-    }
-
-    // Runs job(part) for every part in [0, parts), on the calling thread and the workers.
-    template <class Job>
-    void run(int parts, const Job &job) {
-        if (parts <= 1) {
-            for (int part = 0; part < parts; ++part) job(part);
-            return;
-        }
-        Call call{[](const void *context, int part) { (*static_cast<const Job *>(context))(part); }, &job, parts};
-        for (auto &slot : slots_) post(*slot, &call);
-        claim(call);
-        // A worker that has not entered the call is kept out of it; one that has is waited for.
-        for (auto &slot : slots_) {
-            std::uint64_t before = slot->posted - 1;
-            if (!slot->entered.compare_exchange_strong(before, slot->posted)) {
-                while (slot->left.load(std::memory_order_acquire) != slot->posted) _mm_pause();
-            }
-        }
-    }
-
-private:
-    struct Call {
-        void (*fn)(const void *, int);
-        const void *context;
-        int parts;
-        std::atomic<int> next{0};
-    };
-
-    struct Slot {
-        std::uint64_t posted = 0;               // the caller's count of calls posted
-        std::atomic<std::uint64_t> job{0};      // the last call posted
-        std::atomic<Call *> call{nullptr};
-        std::atomic<std::uint64_t> entered{0};  // the last call the worker entered or was kept out of
-        std::atomic<std::uint64_t> left{0};     // the last call the worker left
-        std::atomic<bool> sleeping{false};
-        std::mutex mutex;
-        std::condition_variable wake;
-    };
-
-    static void claim(Call &call) {
-        for (int part; (part = call.next.fetch_add(1, std::memory_order_relaxed)) < call.parts;) call.fn(call.context, part);
-    }
-
-    void post(Slot &slot, Call *call) {
-        slot.call.store(call, std::memory_order_relaxed);
-        slot.job.store(++slot.posted, std::memory_order_seq_cst);
-        if (slot.sleeping.load(std::memory_order_seq_cst)) {
-            std::lock_guard<std::mutex> lock(slot.mutex);
-            slot.wake.notify_one();
-        }
-    }
-
-    void work(Slot &slot) {
-        std::uint64_t seen = 0;
-        for (;;) {
-            const auto spin_end = std::chrono::steady_clock::now() + kSpin;
-            for (unsigned polls = 0; slot.job.load(std::memory_order_acquire) == seen; ++polls) {
-                _mm_pause();
-                if (polls % 64 == 63 && std::chrono::steady_clock::now() > spin_end) {
-                    std::unique_lock<std::mutex> lock(slot.mutex);
-                    slot.sleeping.store(true, std::memory_order_seq_cst);
-                    slot.wake.wait(lock, [&] { return slot.job.load(std::memory_order_seq_cst) != seen; });
-                    slot.sleeping.store(false, std::memory_order_relaxed);
-                }
-            }
-            seen = slot.job.load(std::memory_order_acquire);
-            if (stop_) return;
-            std::uint64_t before = seen - 1;
-            if (slot.entered.compare_exchange_strong(before, seen)) {
-                claim(*slot.call.load(std::memory_order_relaxed));
-                slot.left.store(seen, std::memory_order_release);
-            }
-        }
-    }
-
-    std::vector<std::unique_ptr<Slot>> slots_;
-    std::vector<std::thread> threads_;
-    std::atomic<bool> stop_{false};
-};
-
-// The including file's pool (one worker).
-Workers &workers() {
-    static Workers pool;
-    return pool;
 }
 
 // Element i of a buffer of `dtype` (BF16 or FP32) set to the FP32 value of `bits`: for BF16, its
@@ -371,7 +263,8 @@ public:
         const Rows call{ws_.x(pair), ws_.out(pair), dim_, scale, kEps, split_.prefetch, stream};
         const RowsFn fn = pick<Kernel>(c.in, c.out, stream);
         const std::int64_t parts = split_.parts;
-        workers().run(split_.parts, [&](int part) { fn(call, rows_ * part / parts, rows_ * (part + 1) / parts); });
+        const auto job = [&](int part) { fn(call, rows_ * part / parts, rows_ * (part + 1) / parts); };
+        run_on_library_pool(kThreads, split_.parts, [](const void *context, int part) { (*static_cast<const decltype(job) *>(context))(part); }, &job);
         return ws_.out(pair);
     }
 

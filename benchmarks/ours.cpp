@@ -159,4 +159,19 @@ std::vector<Implementation> ours_view_forms() {
              [=](const Case &c) { return large_one_modality(c) && c.rows_per_token() > 1; }, prepare(ViewForm::heads_major)}};
 }
 
+void run_on_library_pool(int threads, int parts, void (*job)(const void *context, int part), const void *context) {
+    struct Loop {
+        void (*job)(const void *, int);
+        const void *context;
+    } loop{job, context};
+    const auto task = [](void *l, int part) {
+        const auto *self = static_cast<const Loop *>(l);
+        self->job(self->context, part);
+        return 0;
+    };
+    if (parts <= 1 || !detail::try_run_on_pool(threads, parts, task, &loop)) {
+        for (int part = 0; part < parts; ++part) job(context, part);
+    }
+}
+
 }  // namespace magi2norm::bench

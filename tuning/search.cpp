@@ -239,10 +239,11 @@ void Search::tune_runtime(double deadline) {
         regrouped = regrouped || (c.num_modality == 1 && (row <= record_.runtime.at("short_row_bytes") ||
                                                           row * c.rows_per_token() > record_.runtime.at("fold_token_bytes")));
     }
-    const std::string note = "fold_token_bytes, short_row_bytes: left at their defaults, no tuning case is regrouped";
-    if (!regrouped && std::find(record_.notes.begin(), record_.notes.end(), note) == record_.notes.end()) {
-        record_.notes.push_back(note);
-    }
+    const auto note_once = [&](const std::string &note) {
+        if (std::find(record_.notes.begin(), record_.notes.end(), note) == record_.notes.end()) record_.notes.push_back(note);
+    };
+    if (!regrouped) note_once("fold_token_bytes, short_row_bytes: left at their defaults, no tuning case is regrouped");
+    note_once("pool_spin_microseconds: left at its default, the tuning calls run back to back");
 }
 
 ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds, int visit) {

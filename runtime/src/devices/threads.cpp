@@ -1,16 +1,18 @@
 // CPU threading: every parallel loop of a variant comes to forward_par_for, which runs it on
-// the call's loop (CallContext): a host's parallel loop, or the library's pool (Halide's) with
-// at most the call's thread count, by handing the pool no more tasks than that count, each
-// taking the loop's iterations one at a time until none are left. The count is the library's,
-// never the pool's: Halide's pool keeps every thread it ever started, and its own setting only
-// bounds how many it starts, so a pool grown to two threads would run a one-thread call's
-// tasks on both.
+// the call's loop (CallContext): a host's parallel loop, or else the library's own pool
+// (worker_pool.hpp) with at most the call's thread count. Where the library's pool is in use (a
+// call from another host thread at the same time), Halide's pool runs the loop instead, handed
+// no more tasks than the call's count, each taking the loop's iterations one at a time until
+// none are left: Halide's pool keeps every thread it ever started, and its own setting only
+// bounds how many it starts, so a pool grown to two threads would run a one-thread call's tasks
+// on both.
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 
 #include "HalideRuntime.h"
 #include "halide_calls.hpp"
+#include "worker_pool.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm {
@@ -49,6 +51,11 @@ void run_task(void *task_context, int index) {
     const int result = halide_do_task(call->user_context, call->task, call->min + index, call->closure);
     int none = 0;
     if (result != 0) call->result.compare_exchange_strong(none, result);
+}
+
+int run_pool_task(void *task_context, int index) {
+    auto *call = static_cast<ParForCall *>(task_context);
+    return halide_do_task(call->user_context, call->task, call->min + index, call->closure);
 }
 
 int run_serially(void *user_context, halide_task_t task, int min, int size, std::uint8_t *closure) {
@@ -101,7 +108,11 @@ int forward_par_for(void *user_context, halide_task_t task, int min, int size, s
     // One task (a tiny call), or one thread: here, as Halide's pool would only add a lock and a
     // wake-up.
     if (size <= 1 || call->num_threads <= 1) return run_serially(user_context, task, min, size, closure);
-    // No more tasks than threads: the pool may hold more threads than the call may use.
+    ParForCall par_for{user_context, task, min, closure};
+    if (const std::optional<int> result = detail::try_run_on_pool(std::min(call->num_threads, size), size, run_pool_task, &par_for)) {
+        return *result;
+    }
+    // No more tasks than threads: Halide's pool may hold more threads than the call may use.
     if (call->num_threads < size) {
         Workers workers{task, min, size, closure};
         workers.started.store(1, std::memory_order_release);
@@ -130,9 +141,9 @@ void resolve_parallel_loop(CallContext &call, const std::optional<ParallelLoop> 
 
 }  // namespace detail
 
-// The one Halide runtime inside the library owns the pool all variants share; it grows to the
-// count asked for (threads it started before stay, idle), and each call then hands it at most
-// that many tasks.
+// The count every call without its own takes: the library's pool starts workers up to it when
+// a call first needs them, and Halide's pool, the fallback, grows to it (threads either started
+// before stay, idle); a call then runs on at most that many threads.
 void set_num_threads(int n) {
     halide_set_num_threads(n <= 0 ? 0 : n);
     pool_threads.store(halide_get_num_threads(), std::memory_order_relaxed);
