@@ -69,8 +69,8 @@ int main(int argc, char **argv) {
     // magi2norm::num_threads() reads 0 until the Halide runtime has run a pipeline.
     warm_thread_pool();
 
-    std::vector<Implementation> implementations = {ours(),           ours_planned(), ours_integer_bf16(), memcpy_reference(),
-                                                   scalar_peer(),    hand_avx2_peer()};
+    std::vector<Implementation> implementations = {ours(),           ours_planned(),   ours_integer_bf16(), ours_untuned(),
+                                                   memcpy_reference(), scalar_peer(), hand_avx2_peer()};
     // Made only where it runs: all of its file is AVX-512 code.
     if (hand_avx512_runs_here()) implementations.push_back(hand_avx512_peer());
     for (Implementation &form : ours_view_forms()) implementations.push_back(std::move(form));

@@ -43,6 +43,9 @@ Implementation ours_planned();
 // On a CPU with AVX-512 BF16, the cases with BF16 outputs through the variant the library would
 // run without that ISA's family: its previous integer BF16 encoder ("ours_integer_bf16").
 Implementation ours_integer_bf16();
+// In a build from a tuning record, the cases a class of it holds, planned as a build without
+// the record runs them ("ours_untuned"): beside "ours", the record's gain in one process.
+Implementation ours_untuned();
 // Ours on the same memory through other views ("ours_one_sequence": [1, T, ...];
 // "ours_heads_major": [rows, T, D] of the multi-row cases), for the cases with one modality and
 // T >= kLargeTokens: each should run at the plain view's speed.

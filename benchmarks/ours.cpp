@@ -118,6 +118,43 @@ private:
     const detail::KernelEntry *elements_[2] = {};
 };
 
+// The planned call as a build without the tuning record runs it: each of the plan's variants
+// that is a class variant replaced by the untuned variant of its kind, then the library's own
+// choice among them. Beside "ours" in one process, the ratio of the two is the record's gain.
+class UntunedRunner : public PlannedRunner {
+public:
+    explicit UntunedRunner(Workspace &ws) : PlannedRunner(ws), call_(detail::call_plan_of(plan())) {
+        const auto untuned = [](const detail::KernelEntry *&k) {
+            if (k != nullptr && k->tuning_class > 0) {
+                k = detail::untuned_kernel(k->backend, k->in, k->out, k->form, k->streaming_alignment > 0, k->compute_capability, k->dx);
+            }
+        };
+        for (auto *slots : {&call_.elements, &call_.paired_words}) {
+            for (const detail::KernelEntry *&k : *slots) untuned(k);
+        }
+        untuned(call_.one_row);
+    }
+
+    const void *run(std::size_t pair) override {
+        const void *x = ws_.x(pair);
+        void *out = ws_.out(pair);
+        detail::run_call(call_, &detail::choose_kernel(call_, x, out), x, out, grouping_.token_ids());
+        return out;
+    }
+
+private:
+    detail::CallPlan call_;
+};
+
+// Whether a call of `c` falls in a class of this build's tuning record (its dtype pair, D and bytes).
+bool in_a_class(const Case &c) {
+    const std::int64_t bytes = c.elements() * static_cast<std::int64_t>(dtype_size(c.in) + dtype_size(c.out));
+    for (const detail::KernelEntry *k : detail::class_kernels()) {
+        if (k->backend == Backend::cpu && k->in == c.in && k->out == c.out && k->bounds.holds({c.dim(), bytes})) return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 Implementation ours() {
@@ -142,6 +179,12 @@ Implementation ours_integer_bf16() {
     };
     Implementation impl{"ours_integer_bf16", num_threads(), native,
                         [](Workspace &ws) { return std::make_unique<IntegerBf16Runner>(ws); }};
+    impl.nearby_ceilings = true;
+    return impl;
+}
+
+Implementation ours_untuned() {
+    Implementation impl{"ours_untuned", num_threads(), in_a_class, [](Workspace &ws) { return std::make_unique<UntunedRunner>(ws); }};
     impl.nearby_ceilings = true;
     return impl;
 }

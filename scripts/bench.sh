@@ -4,15 +4,16 @@
 #     --with-torch  also install PyTorch into .venv (pip; the PyPI wheel is several GB with its
 #                   CUDA libraries) so that the PyTorch peers are built and run; or set
 #                   MAGI2NORM_TORCH_DIR to a torch package folder installed elsewhere
-#     --tuning      build the library from this tuning record (-DMAGI2NORM_TUNING; docs/tuning.md);
-#                   without it, the defaults (a build folder configured with a record before is
-#                   configured without it again)
+#     --tuning      build the library from this tuning record (-DMAGI2NORM_TUNING; docs/tuning.md)
+#                   and, after the suite, check its shipped wins (benchmarks/tuning_check.py,
+#                   tuning_check.md beside the report); without it, the defaults (a build
+#                   folder configured with a record before is configured without it again)
 #     --filter      run only the benchmarks whose names match (Google Benchmark regex), e.g.
 #                   'pre_norm/.*/T4096/'
 #     --min-time    seconds per benchmark (default 0.2; a call that takes longer runs once)
 #     after --      flags passed to magi2norm_bench as they are
 # BUILD_DIR (default build-bench) is the build folder; each run writes
-# $BUILD_DIR/results/<date-time>/{benchmarks.json,report.md,report.png}.
+# $BUILD_DIR/results/<date-time>/{benchmarks.json,report.md,report.png[,tuning_check.md]}.
 # The whole suite takes about 6 minutes on 2 cores without PyTorch, about 15 with it, plus about
 # 10 minutes of the first build for the backward's Adams2019 peers (MAGI2NORM_BACKWARD_AUTOSCHEDULERS).
 set -euo pipefail
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --filter) filter=$2; shift ;;
     --min-time) min_time=$2; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -60,3 +61,8 @@ args=(--benchmark_min_time="$min_time" --benchmark_out="$out/benchmarks.json" --
 if [ -n "$filter" ]; then args+=(--benchmark_filter="$filter"); fi
 "$BUILD_DIR/benchmarks/magi2norm_bench" "${args[@]}" "${extra[@]}"
 .venv/bin/python scripts/bench_report.py "$out/benchmarks.json"
+# The record's shipped wins, each against the untuned variant in the same process.
+if [ -n "$tuning" ]; then
+  .venv/bin/python benchmarks/tuning_check.py --record "$tuning" --bench "$BUILD_DIR/benchmarks/magi2norm_bench" \
+    --output "$out/tuning_check.md"
+fi

@@ -43,6 +43,7 @@ std::string generator_args(const VariantRequest &r) {
     a << " target=" << r.target << "-" << kFeatures << " in_type=" << dtype_name(r.in) << " out_type=" << dtype_name(r.out);
     if (r.form == detail::Form::paired_words) a << " paired_words=true";
     if (r.streaming_alignment > 0) a << " cpu_streaming_alignment=" << r.streaming_alignment;
+    if (r.native_bf16) a << " native_bf16=true";
     // Extra generator parameters for every candidate: how the tests make one whose results
     // differ (sum_steps), to check that the tuner rejects it.
     if (const char *extra = std::getenv("MAGI2NORM_TUNE_TEST_PARAMS")) a << " " << extra;
@@ -53,7 +54,7 @@ std::string generator_args(const VariantRequest &r) {
         return a.str();
     }
     a << " estimate_tokens=" << s.estimate_tokens << " estimate_rows=" << s.estimate_rows << " estimate_dim=" << s.estimate_dim
-      << " autoscheduler=" << autoscheduler_name(s.kind) << " autoscheduler.parallelism=" << MAGI2NORM_TUNE_PARALLELISM;
+      << " autoscheduler=" << autoscheduler_name(s.kind) << " autoscheduler.parallelism=" << magi2norm::num_threads();
     if (s.kind == "adams2019" && s.dropout_seed > 0) {
         a << " autoscheduler.beam_size=1 autoscheduler.random_dropout=90 autoscheduler.random_dropout_seed=" << s.dropout_seed;
     }
@@ -63,17 +64,19 @@ std::string generator_args(const VariantRequest &r) {
 // The shell command that makes `dir/name.so`.
 std::string command_for(const VariantRequest &r, const std::string &dir, const std::string &name) {
     std::ostringstream c;
-    const bool streaming = r.streaming_alignment > 0;
+    const bool streaming = r.streaming_alignment > 0, ir_steps = streaming || r.native_bf16;
     c << "cd " << quoted(dir) << " && " << quoted(MAGI2NORM_GENERATOR_PATH) << " -g magi2_norm -f " << name << " -n " << name
-      << " -e object,c_header" << (streaming ? ",llvm_assembly" : "") << " -o .";
+      << " -e object,c_header" << (ir_steps ? ",llvm_assembly" : "") << " -o .";
     if (r.schedule.autoscheduled()) c << " -p " << quoted(plugin_of(r.schedule.kind));
     c << generator_args(r);
     std::string object = name + ".o";
-    if (streaming) {
+    if (ir_steps) {
         // As the build does it (_magi2norm_ir_library).
-        c << " && " << quoted(MAGI2NORM_PYTHON) << " " << quoted(MAGI2NORM_STREAMING_STORES_PY) << " --buffer norm --alignment "
-          << r.streaming_alignment << " --prefetch-into-l2 " << name << ".ll " << name << ".streaming.o";
-        object = name + ".streaming.o";
+        c << " && " << quoted(MAGI2NORM_PYTHON) << " " << quoted(MAGI2NORM_IR_STEPS_PY);
+        if (streaming) c << " --buffer norm --alignment " << r.streaming_alignment << " --prefetch-into-l2";
+        if (r.native_bf16) c << " --native-bf16";
+        c << " " << name << ".ll " << name << ".ir.o";
+        object = name + ".ir.o";
     }
     c << " && " << quoted(MAGI2NORM_CXX) << " -shared -o " << name << ".so.part " << object << " && mv " << name << ".so.part "
       << name << ".so";

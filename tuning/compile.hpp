@@ -34,6 +34,9 @@ struct VariantRequest {
     DType in = DType::f32, out = DType::f32;
     detail::Form form = detail::Form::elements;
     int streaming_alignment = 0;  // > 0: streaming stores
+    // The BF16 encode as the AVX-512 BF16 conversion (the build's native_bf16 family, through
+    // cmake/ir_steps.py --native-bf16), for `target` MAGI2NORM_X86_BF16_TARGET.
+    bool native_bf16 = false;
     std::string target;           // e.g. x86-64-linux-avx-avx2-f16c-fma-sse41; the build's features are added
     Backend backend = Backend::cpu;
     int compute_capability = 0;

@@ -272,10 +272,12 @@ ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<cons
                 r.in = cases[i]->in;
                 r.out = cases[i]->out;
                 // Autoschedulers schedule the element form with ordinary stores; the knobs serve
-                // the form and store kind the library takes for the call.
+                // the form, store kind and BF16 encoder the library takes for the call (on an
+                // AVX-512 BF16 CPU, its native family: the target of that family alone).
                 r.form = s.autoscheduled() ? detail::Form::elements : run.library[i]->form;
                 r.streaming_alignment = s.autoscheduled() ? 0 : run.library[i]->streaming_alignment;
-                r.target = target;
+                r.native_bf16 = !s.autoscheduled() && run.library[i]->isa == detail::Isa::avx512_bf16;
+                r.target = r.native_bf16 ? MAGI2NORM_X86_BF16_TARGET : target;
                 r.backend = options_.backend;
                 r.compute_capability = run.library[i]->compute_capability;
                 requests.push_back(r);

@@ -71,31 +71,34 @@ thread_local const char *t_last_variant = "";
 
 bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size) {
     return k.tuning_class > 0 && k.backend == backend && k.in == in && k.out == out && k.form == form &&
-           (k.streaming_alignment > 0) == streaming && k.bounds.holds(size);
+           (k.streaming_alignment > 0) == streaming && k.bounds.holds(size) && cpu_runs(k.isa);
 }
 
 const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
                                CallSize size, DType dx) {
-    if (backend != Backend::cuda) {
-        if constexpr (kClassCount > 0) {
-            for (const int i : kClassIndex) {
-                if (serves_class(kKernels[i], backend, in, out, form, streaming, size)) return &kKernels[i];
+    // CUDA: only a class variant whose code the device can run (a record's classes are for the
+    // capability it was measured at).
+    if constexpr (kClassCount > 0) {
+        for (const int i : kClassIndex) {
+            const KernelEntry &k = kKernels[i];
+            if ((backend != Backend::cuda || k.compute_capability <= device_capability) &&
+                serves_class(k, backend, in, out, form, streaming, size)) {
+                return &k;
             }
         }
+    }
+    return untuned_kernel(backend, in, out, form, streaming, device_capability, dx);
+}
+
+const KernelEntry *untuned_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability, DType dx) {
+    if (backend != Backend::cuda) {
         const int key = key_of(backend, in, out, form, streaming, dx);
         if (kBf16Index[key] >= 0 && cpu_runs(Isa::avx512_bf16)) return &kKernels[kBf16Index[key]];
         const int i = kIndex[key];
         return i < 0 ? nullptr : &kKernels[i];
     }
-    // CUDA: a class variant whose code the device can run (a record's classes are for the
-    // capability it was measured at), else the untuned variant of the highest capability the
-    // device has, else of the lowest (the driver says whether it runs).
-    if constexpr (kClassCount > 0) {
-        for (const int i : kClassIndex) {
-            const KernelEntry &k = kKernels[i];
-            if (k.compute_capability <= device_capability && serves_class(k, backend, in, out, form, streaming, size)) return &k;
-        }
-    }
+    // CUDA: the variant of the highest capability the device has, else of the lowest (the driver
+    // says whether it runs).
     const KernelEntry *best = nullptr, *lowest = nullptr;
     for (const KernelEntry &k : kKernels) {
         if (k.backend != backend || k.in != in || k.out != out || (k.streaming_alignment > 0) != streaming || k.form != form ||

@@ -62,7 +62,8 @@ struct KernelEntry {
     Isa isa = Isa::any;     // what the CPU must run beyond Halide's own pick (cpu_runs)
 };
 
-// Whether `k` is a class variant of (backend, dtype pair, form, stores) whose bounds hold `size`.
+// Whether `k` is a class variant of (backend, dtype pair, form, stores) whose bounds hold `size`
+// and whose code this CPU runs (cpu_runs).
 bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size);
 
 // The variant of (backend, dtypes, form, stores) for a call of `size`, forward or backward (`dx`:
@@ -73,6 +74,10 @@ bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Fo
 // cause). Null when the library has none.
 const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
                                CallSize size, DType dx = DType::f32);
+
+// find_kernel's variant for a call no class holds: what a build without a tuning record runs.
+const KernelEntry *untuned_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
+                                  DType dx = DType::f32);
 
 // The variant named `name` (its pipeline's function name, as last_variant() reports it), or null.
 const KernelEntry *kernel_named(std::string_view name);
