@@ -1,8 +1,24 @@
-"""magi2norm_bench run once for the scripts that tabulate it: the benchmarks matching a filter,
-each repeated in random interleaving, read back as its JSON report."""
+"""magi2norm_bench run once for the scripts that tabulate it: their shared arguments, the
+benchmarks matching a filter, each repeated in random interleaving, read back as its JSON
+report, and the Markdown page they write."""
 import json
 import subprocess
 import tempfile
+
+
+def add_bench_arguments(parser, repetitions, bench_help="the magi2norm_bench executable"):
+    """--bench, --repetitions (default `repetitions`) and --output."""
+    parser.add_argument("--bench", required=True, help=bench_help)
+    parser.add_argument("--repetitions", type=int, default=repetitions)
+    parser.add_argument("--output", help="Markdown file to write (default: print)")
+
+
+def write_page(lines, output):
+    """The page of `lines`, written to `output` where given, and printed."""
+    text = "\n".join(lines) + "\n"
+    if output:
+        open(output, "w").write(text)
+    print(text)
 
 
 def run_bench(bench, pattern, repetitions, min_time=0.2):

@@ -13,7 +13,7 @@ import argparse
 import statistics
 import sys
 
-from bench_json import iterations, run_bench
+from bench_json import add_bench_arguments, iterations, run_bench, write_page
 from machine import machine
 
 CASES = r"(pre_norm/bf16_bf16/(M1|M3_sizes)/T(16|256|4096|16384)|mhc_norm/bf16_bf16/M1/T(256|4096))"
@@ -22,9 +22,7 @@ IMPLEMENTATIONS = ["ours", "ours_integer_bf16", "hand_avx2", "hand_avx512"]
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", required=True, help="the magi2norm_bench executable")
-    parser.add_argument("--repetitions", type=int, default=7)
-    parser.add_argument("--output", help="Markdown file to write (default: print)")
+    add_bench_arguments(parser, 7)
     args = parser.parse_args()
     pattern = "^%s/(%s)/(min_warmup_time:[0-9.]+/)?real_time$" % (CASES, "|".join(IMPLEMENTATIONS))
     report = run_bench(args.bench, pattern, args.repetitions)
@@ -47,10 +45,7 @@ def main():
         cells = ["%.1f (%.2f)" % (med[i][1], med[i][2]) if i in med else "-" for i in IMPLEMENTATIONS]
         ratio = lambda other: "%.2f" % (med[other][0] / med["ours"][0]) if other in med and "ours" in med else "-"
         lines.append("| %s | %s | %s | %s |" % (case, " | ".join(cells), ratio("ours_integer_bf16"), ratio("hand_avx512")))
-    text = "\n".join(lines) + "\n"
-    if args.output:
-        open(args.output, "w").write(text)
-    print(text)
+    write_page(lines, args.output)
 
 
 if __name__ == "__main__":

@@ -263,8 +263,11 @@ public:
         const Rows call{ws_.x(pair), ws_.out(pair), dim_, scale, kEps, split_.prefetch, stream};
         const RowsFn fn = pick<Kernel>(c.in, c.out, stream);
         const std::int64_t parts = split_.parts;
-        const auto job = [&](int part) { fn(call, rows_ * part / parts, rows_ * (part + 1) / parts); };
-        run_on_library_pool(kThreads, split_.parts, [](const void *context, int part) { (*static_cast<const decltype(job) *>(context))(part); }, &job);
+        auto job = [&](int part) {
+            fn(call, rows_ * part / parts, rows_ * (part + 1) / parts);
+            return 0;
+        };
+        run_on_library_pool(kThreads, split_.parts, [](void *context, int part) { return (*static_cast<decltype(job) *>(context))(part); }, &job);
         return ws_.out(pair);
     }
 

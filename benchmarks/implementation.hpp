@@ -52,10 +52,10 @@ Implementation ours_untuned();
 std::vector<Implementation> ours_view_forms();
 // A memcpy moving as many bytes as the norm, for tiny cases only: the tiny-call yardstick.
 Implementation memcpy_reference();
-// Runs job(context, part) for every part in [0, parts) on `threads` threads of the library's own
-// pool, as the library runs its loops: the hand kernels share it, so that they and ours differ
-// in their kernels, not in their threads.
-void run_on_library_pool(int threads, int parts, void (*job)(const void *context, int part), const void *context);
+// Runs job(context, part), which returns 0, for every part in [0, parts) on `threads` threads of
+// the library's own pool, as the library runs its loops: the hand kernels share it, so that they
+// and ours differ in their kernels, not in their threads.
+void run_on_library_pool(int threads, int parts, int (*job)(void *context, int part), void *context);
 // The formula as a hand-written scalar loop.
 Implementation scalar_peer();
 // The library's own arithmetic written by hand in AVX2 intrinsics, two threads ("hand_avx2"): the

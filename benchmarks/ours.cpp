@@ -6,8 +6,10 @@
 // ("ours_integer_bf16").
 #include "implementation.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "magi2norm/internal.hpp"
 
@@ -146,13 +148,15 @@ private:
     detail::CallPlan call_;
 };
 
-// Whether a call of `c` falls in a class of this build's tuning record (its dtype pair, D and bytes).
+// Whether a call of `c` falls in a class of this build's tuning record that this CPU runs (its
+// dtype pair, D and bytes).
 bool in_a_class(const Case &c) {
     const std::int64_t bytes = c.elements() * static_cast<std::int64_t>(dtype_size(c.in) + dtype_size(c.out));
-    for (const detail::KernelEntry *k : detail::class_kernels()) {
-        if (k->backend == Backend::cpu && k->in == c.in && k->out == c.out && k->bounds.holds({c.dim(), bytes})) return true;
-    }
-    return false;
+    const auto serves = [&](const detail::KernelEntry *k) {
+        return detail::serves_class(*k, Backend::cpu, c.in, c.out, k->form, k->streaming_alignment > 0, {c.dim(), bytes});
+    };
+    const std::vector<const detail::KernelEntry *> classes = detail::class_kernels();
+    return std::any_of(classes.begin(), classes.end(), serves);
 }
 
 }  // namespace
@@ -202,17 +206,8 @@ std::vector<Implementation> ours_view_forms() {
              [=](const Case &c) { return large_one_modality(c) && c.rows_per_token() > 1; }, prepare(ViewForm::heads_major)}};
 }
 
-void run_on_library_pool(int threads, int parts, void (*job)(const void *context, int part), const void *context) {
-    struct Loop {
-        void (*job)(const void *, int);
-        const void *context;
-    } loop{job, context};
-    const auto task = [](void *l, int part) {
-        const auto *self = static_cast<const Loop *>(l);
-        self->job(self->context, part);
-        return 0;
-    };
-    if (parts <= 1 || !detail::try_run_on_pool(threads, parts, task, &loop)) {
+void run_on_library_pool(int threads, int parts, int (*job)(void *context, int part), void *context) {
+    if (parts <= 1 || !detail::try_run_on_pool(threads, parts, job, context)) {
         for (int part = 0; part < parts; ++part) job(context, part);
     }
 }

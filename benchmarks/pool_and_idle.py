@@ -10,24 +10,18 @@ benchmark repeated in random interleaving. Writes a Markdown page of two tables:
         [--repetitions 7] [--output docs/benchmarks/pool.md]
 """
 import argparse
-import statistics
+from statistics import median
 import sys
 
-from bench_json import iterations, run_bench
+from bench_json import add_bench_arguments, iterations, run_bench, write_page
 from machine import machine
 
 IDLE_CASES = r"pre_norm/bf16_bf16/M1/T(16|256)/(ours|ours_planned|hand_avx512|hand_avx2|memcpy)/after_idle_5ms"
 
 
-def median(values):
-    return statistics.median(values)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", required=True, help="the magi2norm_bench executable")
-    parser.add_argument("--repetitions", type=int, default=7)
-    parser.add_argument("--output", help="Markdown file to write (default: print)")
+    add_bench_arguments(parser, 7)
     args = parser.parse_args()
     report = run_bench(args.bench, "^(pool/.*|%s)" % IDLE_CASES, args.repetitions)
     pools, idle = {}, {}
@@ -54,10 +48,7 @@ def main():
     for (case, impl), r in sorted(idle.items()):
         lines.append("| %s | %s | %.1f | %.1f | %.2f |" % (case, impl, median(v[0] for v in r), median(v[1] for v in r),
                                                             median(v[2] for v in r)))
-    text = "\n".join(lines) + "\n"
-    if args.output:
-        open(args.output, "w").write(text)
-    print(text)
+    write_page(lines, args.output)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import re
 import statistics
 import sys
 
-from bench_json import iterations, run_bench
+from bench_json import add_bench_arguments, iterations, run_bench, write_page
 from machine import machine
 
 # Student's t at 0.975 for 1..30 degrees of freedom; 1.96 past them.
@@ -44,9 +44,7 @@ def bench_case(case_id):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", required=True, help="the tuning record the build was made from")
-    parser.add_argument("--bench", required=True, help="magi2norm_bench of that build")
-    parser.add_argument("--repetitions", type=int, default=11)
-    parser.add_argument("--output", help="Markdown file to write (default: print)")
+    add_bench_arguments(parser, 11, "magi2norm_bench of that build")
     args = parser.parse_args()
     record = json.load(open(args.record))
     shipped = [c for c in record["classes"] if c.get("significant")]
@@ -86,10 +84,7 @@ def main():
         lines.append("| %s | %s | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] | %s |" % (
             c["name"], ", ".join(ids), est, lo, hi, conf["estimate"], conf["lower"], upper,
             "yes" if holds else ("no, slower than the default" if slower else "no")))
-    text = "\n".join(lines) + "\n"
-    if args.output:
-        open(args.output, "w").write(text)
-    print(text)
+    write_page(lines, args.output)
     return 1 if failures else 0
 
 

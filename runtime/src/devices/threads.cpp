@@ -66,14 +66,10 @@ int run_serially(void *user_context, halide_task_t task, int min, int size, std:
     return 0;
 }
 
-// A loop of `size` iterations as `workers` pool tasks, each running iterations until none are
-// left (balanced like the pool's own scheduling, on at most `workers` threads).
+// A loop run as at most the call's thread count of Halide's pool tasks, each claiming its
+// iterations until none are left (balanced like the pool's own scheduling).
 struct Workers {
-    halide_task_t task;
-    int min, size;
-    std::uint8_t *closure;
-    std::atomic<int> next{0};
-    std::atomic<int> result{0};
+    detail::ClaimedLoop loop;
     // Released by the caller before the pool starts and acquired by each worker first, and
     // released by each worker at its end and acquired by the caller once the pool returns:
     // Halide's pool synchronises through its own uninstrumented mutex, which ThreadSanitizer
@@ -82,15 +78,11 @@ struct Workers {
     std::atomic<int> started{0}, finished{0};
 };
 
-int run_worker(void *user_context, int, std::uint8_t *closure) {
+int run_worker(void *, int, std::uint8_t *closure) {
     auto *w = reinterpret_cast<Workers *>(closure);
     w->started.load(std::memory_order_acquire);
-    for (int i = w->next.fetch_add(1); i < w->size && w->result.load(std::memory_order_relaxed) == 0; i = w->next.fetch_add(1)) {
-        const int result = halide_do_task(user_context, w->task, w->min + i, w->closure);
-        int none = 0;
-        if (result != 0) w->result.compare_exchange_strong(none, result);
-    }
-    const int result = w->result.load();
+    w->loop.claim();
+    const int result = w->loop.result.load();
     w->finished.fetch_add(1, std::memory_order_release);
     return result;
 }
@@ -114,7 +106,7 @@ int forward_par_for(void *user_context, halide_task_t task, int min, int size, s
     }
     // No more tasks than threads: Halide's pool may hold more threads than the call may use.
     if (call->num_threads < size) {
-        Workers workers{task, min, size, closure};
+        Workers workers{{run_pool_task, &par_for, size}};
         workers.started.store(1, std::memory_order_release);
         const int result =
             halide_default_do_par_for(user_context, run_worker, 0, call->num_threads, reinterpret_cast<std::uint8_t *>(&workers));

@@ -33,29 +33,12 @@ inline void cpu_relax() {
 #endif
 }
 
-struct PoolCall {
-    PoolTask task;
-    void *context;
-    int size;
-    std::atomic<int> next{0};
-    std::atomic<int> result{0};
-
-    void claim() {
-        for (int i = next.fetch_add(1, std::memory_order_relaxed); i < size; i = next.fetch_add(1, std::memory_order_relaxed)) {
-            if (result.load(std::memory_order_relaxed) != 0) return;
-            const int r = task(context, i);
-            int none = 0;
-            if (r != 0) result.compare_exchange_strong(none, r);
-        }
-    }
-};
-
 thread_local bool inside_pool_call = false;  // this thread runs a pool call's iterations
 
 struct Slot {
     std::uint64_t posted = 0;               // the caller's count of calls posted (under the pool's mutex)
     std::atomic<std::uint64_t> job{0};      // the last call posted
-    std::atomic<PoolCall *> call{nullptr};
+    std::atomic<ClaimedLoop *> call{nullptr};
     std::atomic<std::uint64_t> entered{0};  // the last call the worker entered or was kept out of
     std::atomic<std::uint64_t> left{0};     // the last call the worker left
     std::atomic<bool> sleeping{false};
@@ -70,7 +53,7 @@ public:
         std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
         if (!lock.owns_lock()) return std::nullopt;
         const std::size_t helpers = grow(static_cast<std::size_t>(threads - 1));
-        PoolCall call{task, context, size};
+        ClaimedLoop call{task, context, size};
         for (std::size_t i = 0; i < helpers; ++i) post(*slots_[i], &call);
         inside_pool_call = true;
         call.claim();
@@ -100,7 +83,7 @@ private:
         return std::min(wanted, slots_.size());
     }
 
-    static void post(Slot &slot, PoolCall *call) {
+    static void post(Slot &slot, ClaimedLoop *call) {
         slot.call.store(call, std::memory_order_relaxed);
         slot.job.store(++slot.posted, std::memory_order_seq_cst);
         if (slot.sleeping.load(std::memory_order_seq_cst)) {
@@ -140,6 +123,15 @@ private:
 };
 
 }  // namespace
+
+void ClaimedLoop::claim() {
+    for (int i = next.fetch_add(1, std::memory_order_relaxed); i < size; i = next.fetch_add(1, std::memory_order_relaxed)) {
+        if (result.load(std::memory_order_relaxed) != 0) return;
+        const int r = task(context, i);
+        int none = 0;
+        if (r != 0) result.compare_exchange_strong(none, r);
+    }
+}
 
 std::optional<int> try_run_on_pool(int threads, int size, PoolTask task, void *context) {
     // Never destroyed: its workers, detached, may still poll their slots while the process exits.

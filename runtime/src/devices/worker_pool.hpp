@@ -6,12 +6,26 @@
 // last job, then sleeps until the next.
 #pragma once
 
+#include <atomic>
 #include <optional>
 
 namespace magi2norm::detail {
 
 // One iteration of a loop: its result, 0 for success; the first nonzero one is the loop's.
 using PoolTask = int (*)(void *context, int index);
+
+// A loop whose iterations any number of threads take one at a time from a counter (claim), until
+// none are left or one has failed: the first nonzero result is the loop's, and the iterations
+// not yet taken are skipped. Both the library's pool and its fallback on Halide's run loops so.
+struct ClaimedLoop {
+    PoolTask task;
+    void *context;
+    int size;
+    std::atomic<int> next{0};
+    std::atomic<int> result{0};
+
+    void claim();
+};
 
 // Runs task(context, i) for every i in [0, size) on the calling thread and at most threads - 1
 // workers (started the first time they are needed, kept after). Returns the loop's result, or
