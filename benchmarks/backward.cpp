@@ -9,6 +9,10 @@
 // the peer's time) and <peer>_over_ours (the peer's time over the library's: above 1, the library
 // is faster). Each peer is checked first, once per case, against the library on random data
 // (check_peer); a peer that fails its check is not timed: <peer>_mismatch = 1 and a note on stderr.
+// A build from a tuning record with backward classes also times each model norm's backward at the
+// tuner's token counts as the build runs it and as the untuned build would, <case>/ours and
+// <case>/ours_untuned (the same call with the untuned variant of the kind the library picks), for
+// benchmarks/tuning_check.py.
 #include "magi2norm/internal.hpp"
 
 #include <benchmark/benchmark.h>
@@ -39,6 +43,7 @@ struct BackwardCase {
     std::vector<std::int64_t> row_shape;
     DType x, dy, dx;
     std::int64_t tokens, modalities;
+    bool even_split = false;  // the tuner's modalities: tokens split evenly (tuning/bench.cpp)
 
     std::vector<std::int64_t> shape() const {
         std::vector<std::int64_t> s{tokens};
@@ -49,11 +54,16 @@ struct BackwardCase {
     std::int64_t dim() const { return row_shape.back(); }
     std::string name() const {
         return "backward/" + norm + "/" + dtype_name(x) + "_" + dtype_name(dy) + "_" + dtype_name(dx) + "/M" +
-               std::to_string(modalities) + "/T" + std::to_string(tokens);
+               std::to_string(modalities) + (even_split && modalities > 1 ? "_sizes" : "") + "/T" + std::to_string(tokens);
     }
     // 3/4, 3/16, 1/16 of the tokens for three modalities, as the forward's cases.
     std::vector<std::int64_t> sizes() const {
         if (modalities == 1) return {tokens};
+        if (even_split) {
+            std::vector<std::int64_t> s;
+            for (std::int64_t m = 0; m < modalities; ++m) s.push_back(tokens / modalities + (m < tokens % modalities ? 1 : 0));
+            return s;
+        }
         return {tokens * 3 / 4, tokens * 3 / 16, tokens - tokens * 3 / 4 - tokens * 3 / 16};
     }
     // The CPU variants' FP32 partials (one scale row a modality: every row of a token adds to it).
@@ -194,30 +204,51 @@ const std::string &checked(const BackwardCase &c, const BackwardPeer &peer) {
     return it->second;
 }
 
-void run(benchmark::State &state, const BackwardCase &c) {
-    NormConfig config;
-    config.dim = c.dim();
-    config.num_modality = c.modalities;
-    const RMSNorm norm(config);
-    const auto count = static_cast<std::size_t>(c.elements());
-    // Enough sets of buffers to rotate through twice the last-level cache.
-    const std::size_t set_bytes = count * (dtype_size(c.x) + dtype_size(c.dy) + dtype_size(c.dx));
-    const std::size_t sets = std::clamp<std::size_t>(2 * last_level_cache_bytes() / set_bytes + 1, 1, 4);
+// A case's norm and buffer sets (enough to rotate through twice the last-level cache, at most
+// four), and its call on set i: as the library runs it, or with `instead` in place of the variant
+// it picks.
+struct CaseCalls {
+    const BackwardCase &c;
+    const RMSNorm norm;
+    const std::size_t set_bytes, sets;
     std::vector<measure::AlignedBuffer> x, dy, dx;
-    for (std::size_t i = 0; i < sets; ++i) {
-        x.emplace_back(count * dtype_size(c.x), std::byte{0x3c});
-        dy.emplace_back(count * dtype_size(c.dy), std::byte{0x3c});
-        dx.emplace_back(count * dtype_size(c.dx));
-    }
-    std::vector<float> dweight(static_cast<std::size_t>(c.modalities * c.dim()));
-    const Grouping grouping = c.modalities == 1 ? Grouping::none() : Grouping::sizes(c.sizes());
+    std::vector<float> dweight;
+    const Grouping grouping;
     BackwardOptions options;
-    options.dx_dtype = c.dx;
-    const auto call = [&](std::size_t i) {
-        norm.backward(ConstTensorView(x[i].data(), c.x, c.shape()), ConstTensorView(dy[i].data(), c.dy, c.shape()), grouping,
-                      TensorView(dx[i].data(), c.dx, c.shape()), TensorView(dweight.data(), DType::f32, {c.modalities * c.dim()}),
-                      options);
-    };
+
+    explicit CaseCalls(const BackwardCase &k)
+        : c(k), norm(NormConfig{k.dim(), 1e-6f, k.modalities}),
+          set_bytes(static_cast<std::size_t>(k.elements()) * (dtype_size(k.x) + dtype_size(k.dy) + dtype_size(k.dx))),
+          sets(std::clamp<std::size_t>(2 * last_level_cache_bytes() / set_bytes + 1, 1, 4)),
+          dweight(static_cast<std::size_t>(k.modalities * k.dim())),
+          grouping(k.modalities == 1 ? Grouping::none() : Grouping::sizes(k.sizes())) {
+        const auto count = static_cast<std::size_t>(c.elements());
+        for (std::size_t i = 0; i < sets; ++i) {
+            x.emplace_back(count * dtype_size(c.x), std::byte{0x3c});
+            dy.emplace_back(count * dtype_size(c.dy), std::byte{0x3c});
+            dx.emplace_back(count * dtype_size(c.dx));
+        }
+        options.dx_dtype = c.dx;
+    }
+    // The variant the library runs on set 0.
+    const detail::KernelEntry &library_kernel() {
+        return detail::backward_kernel(detail::norm_state_of(norm), ConstTensorView(x[0].data(), c.x, c.shape()),
+                                       ConstTensorView(dy[0].data(), c.dy, c.shape()), grouping,
+                                       TensorView(dx[0].data(), c.dx, c.shape()), dweight_view(), options);
+    }
+    void call(std::size_t i, const detail::KernelEntry *instead = nullptr) {
+        detail::run_backward(detail::norm_state_of(norm), ConstTensorView(x[i].data(), c.x, c.shape()),
+                             ConstTensorView(dy[i].data(), c.dy, c.shape()), grouping, TensorView(dx[i].data(), c.dx, c.shape()),
+                             dweight_view(), options, instead);
+    }
+    TensorView dweight_view() { return TensorView(dweight.data(), DType::f32, {c.modalities * c.dim()}); }
+};
+
+void run(benchmark::State &state, const BackwardCase &c) {
+    CaseCalls calls(c);
+    const std::size_t sets = calls.sets;
+    std::vector<float> &dweight = calls.dweight;
+    const auto call = [&](std::size_t i) { calls.call(i); };
     for (std::size_t i = 0; i < sets; ++i) call(i);
 
     const Ceilings before = ceilings_now();
@@ -259,7 +290,7 @@ void run(benchmark::State &state, const BackwardCase &c) {
     constexpr int kPeerCalls = 5;
     constexpr double kPeerSeconds = 0.5;
     std::vector<BackwardBuffers> buffers;
-    for (std::size_t s = 0; s < sets; ++s) buffers.push_back({x[s].data(), dy[s].data(), dx[s].data()});
+    for (std::size_t s = 0; s < sets; ++s) buffers.push_back({calls.x[s].data(), calls.dy[s].data(), calls.dx[s].data()});
     const BackwardProblem problem = c.problem();
     for (const BackwardPeer &peer : peers()) {
         if (!peer.supports(problem)) continue;
@@ -288,6 +319,47 @@ void run(benchmark::State &state, const BackwardCase &c) {
     }
 }
 
+// The tuner's backward cases (tuning/cases.cpp: every model norm at M = 1 and 3, the final norm
+// at M = 1, T = 16 to 32768, tokens split evenly: "M3_sizes", as the forward's grouped cases).
+std::vector<BackwardCase> tuning_cases() {
+    std::vector<BackwardCase> c;
+    for (const BackwardCase &n : {BackwardCase{"pre_norm", {3072}, DType::bf16, DType::bf16, DType::bf16, 0, 0},
+                                  BackwardCase{"qk_norm", {24, 128}, DType::bf16, DType::f32, DType::bf16, 0, 0},
+                                  BackwardCase{"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 0, 0},
+                                  BackwardCase{"mhc_norm", {12288}, DType::bf16, DType::bf16, DType::bf16, 0, 0},
+                                  BackwardCase{"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 0, 0}}) {
+        for (const std::int64_t m : {1, 3}) {
+            if (n.norm == "final_norm" && m > 1) continue;
+            for (const std::int64_t t : {16, 256, 4096, 32768}) {
+                BackwardCase k = n;
+                k.tokens = t;
+                k.modalities = m;
+                k.even_split = true;
+                c.push_back(k);
+            }
+        }
+    }
+    return c;
+}
+
+// The case's backward timed alone, rotating through its buffer sets as run() does: as the
+// library runs it, or with `untuned` the untuned variant of the kind the library picks in its place.
+void run_ours(benchmark::State &state, const BackwardCase &c, bool untuned) {
+    CaseCalls calls(c);
+    const detail::KernelEntry *instead = nullptr;
+    if (untuned) {
+        const detail::KernelEntry &k = calls.library_kernel();
+        instead = detail::untuned_kernel(k.backend, k.in, k.out, k.form, k.streaming_alignment > 0, k.compute_capability, k.dx);
+    }
+    for (std::size_t i = 0; i < calls.sets; ++i) calls.call(i, instead);
+    std::size_t i = 0;
+    for (auto _ : state) {
+        calls.call(i, instead);
+        i = (i + 1) % calls.sets;
+    }
+    state.SetBytesProcessed(static_cast<std::int64_t>(calls.set_bytes) * state.iterations());
+}
+
 }  // namespace
 
 void register_backward_benchmarks() {
@@ -295,6 +367,20 @@ void register_backward_benchmarks() {
         benchmark::RegisterBenchmark(c.name().c_str(), [c](benchmark::State &state) { run(state, c); })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
+    }
+    const std::vector<const detail::KernelEntry *> classes = detail::class_kernels();
+    const bool backward_classes = std::any_of(classes.begin(), classes.end(), [](const detail::KernelEntry *k) {
+        return detail::is_backward(k->form);
+    });
+    if (!backward_classes) return;
+    for (const BackwardCase &c : tuning_cases()) {
+        const std::string name = c.name();
+        for (const bool untuned : {false, true}) {
+            benchmark::RegisterBenchmark((name + (untuned ? "/ours_untuned" : "/ours")).c_str(),
+                                         [c, untuned](benchmark::State &state) { run_ours(state, c, untuned); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+        }
     }
 }
 

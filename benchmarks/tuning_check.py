@@ -37,8 +37,15 @@ def interval(logs):
 
 
 def bench_case(case_id):
-    """The benchmark's name of a tuner case: its M > 1 cases are grouped by sizes (tuning/bench.cpp)."""
-    return re.sub(r"/M([2-9]|[1-9][0-9]+)/", r"/M\1_sizes/", case_id)
+    """The benchmark's name of a tuner case: its M > 1 cases are grouped by sizes (tuning/bench.cpp);
+    a backward case ("<norm>/<x>_<y>/M<m>/T<t>/backward") is "backward/<norm>/<x>_<y>_<x>/M<m>/T<t>"
+    (dy in the forward's output dtype, dx in x's: benchmarks/backward.cpp)."""
+    name = re.sub(r"/M([2-9]|[1-9][0-9]+)/", r"/M\1_sizes/", case_id)
+    backward = re.fullmatch(r"([a-z_]+)/([a-z0-9]+)_([a-z0-9]+)/(M[^/]+/T[0-9]+)/backward", name)
+    if backward:
+        norm, x, y, rest = backward.groups()
+        name = "backward/%s/%s_%s_%s/%s" % (norm, x, y, x, rest)
+    return name
 
 
 def main():
@@ -57,7 +64,8 @@ def main():
     times = {}
     for b in iterations(report):
         parts = b["run_name"].split("/")
-        times.setdefault("/".join(parts[:4]), {}).setdefault(parts[4], []).append(b["real_time"])
+        at = next(i for i, part in enumerate(parts) if part in ("ours", "ours_untuned"))
+        times.setdefault("/".join(parts[:at]), {}).setdefault(parts[at], []).append(b["real_time"])
     lines = ["# Shipped tuning wins in the build", "",
              "Machine: %s. Record: `%s`. Regenerate: `%s`." % (machine(), args.record,
                                                                " ".join(["python"] + sys.argv)), "",

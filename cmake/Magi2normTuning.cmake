@@ -6,20 +6,23 @@
 include(${CMAKE_CURRENT_LIST_DIR}/check_tuning_record.cmake)
 
 # magi2norm_tuning(RECORDS <files...> ANY_MACHINE <bool> GPU_BACKENDS <backends...>
-#                  CPU_PARAMS <generator params...> GPU_PARAMS <generator params...>)
+#                  CPU_PARAMS <generator params...> CPU_BACKWARD_PARAMS <generator params...>
+#                  GPU_PARAMS <generator params...>)
 # Checks each record against this build (magi2norm_check_tuning_record; at most one record a
 # backend) and sets, in the caller's scope:
 #   MAGI2NORM_RUNTIME_KNOB_<name>         every runtime knob of knobs.def: the CPU record's value, else the default
 #   MAGI2NORM_TUNING_CLASSES              1 .. n, the records' significant classes in their order
 #   MAGI2NORM_TUNING_CLASS_<n>_BACKEND    cpu, opencl or cuda
 #   MAGI2NORM_TUNING_CLASS_<n>_CAPABILITY cuda: the compute capability x 10 its code is for (80 or 86)
-#   MAGI2NORM_TUNING_CLASS_<n>_DTYPES     <in> <out>
+#   MAGI2NORM_TUNING_CLASS_<n>_PASS       forward or backward (CPU records only)
+#   MAGI2NORM_TUNING_CLASS_<n>_DTYPES     <in> <out>, or the backward's <x> <dy> <dx>
 #   MAGI2NORM_TUNING_CLASS_<n>_BOUNDS     <dim_min> <dim_max> <bytes_min> <bytes_max>
-#   MAGI2NORM_TUNING_CLASS_<n>_PARAMS     CPU_PARAMS (GPU_PARAMS for a GPU class) with the class's in place of theirs
+#   MAGI2NORM_TUNING_CLASS_<n>_PARAMS     CPU_PARAMS (CPU_BACKWARD_PARAMS for a backward class, GPU_PARAMS
+#                                         for a GPU class) with the class's in place of theirs
 # A record member the build reads but cannot use (an unknown knob, a bound that is no int64, a
 # dtype outside MAGI2NORM_DTYPES) stops the configure; members it does not read are ignored.
 function(magi2norm_tuning)
-    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "ANY_MACHINE" "RECORDS;GPU_BACKENDS;CPU_PARAMS;GPU_PARAMS")
+    cmake_parse_arguments(PARSE_ARGV 0 ARG "" "ANY_MACHINE" "RECORDS;GPU_BACKENDS;CPU_PARAMS;CPU_BACKWARD_PARAMS;GPU_PARAMS")
     foreach (knob IN LISTS MAGI2NORM_KNOBS_runtime)
         set(MAGI2NORM_RUNTIME_KNOB_${knob} ${MAGI2NORM_KNOB_DEFAULT_runtime_${knob}} PARENT_SCOPE)
     endforeach ()
@@ -77,11 +80,12 @@ function(magi2norm_tuning)
                 list(APPEND classes ${n})
                 _magi2norm_tuning_class(${i})
                 set(MAGI2NORM_TUNING_CLASS_${n}_BACKEND ${backend} PARENT_SCOPE)
+                set(MAGI2NORM_TUNING_CLASS_${n}_PASS ${pass} PARENT_SCOPE)
                 set(MAGI2NORM_TUNING_CLASS_${n}_CAPABILITY ${capability} PARENT_SCOPE)
                 set(MAGI2NORM_TUNING_CLASS_${n}_DTYPES ${dtypes} PARENT_SCOPE)
                 set(MAGI2NORM_TUNING_CLASS_${n}_BOUNDS ${bounds} PARENT_SCOPE)
                 set(MAGI2NORM_TUNING_CLASS_${n}_PARAMS ${params} ${class_params} PARENT_SCOPE)
-                message(STATUS "Tuning class t${n} (${backend} ${name}): ${dtypes}, D ${dim_min}..${dim_max}, "
+                message(STATUS "Tuning class t${n} (${backend} ${pass} ${name}): ${dtypes}, D ${dim_min}..${dim_max}, "
                                "${bytes_min}..${bytes_max} bytes a call: ${class_params}")
             endforeach ()
         endif ()
@@ -107,13 +111,29 @@ macro(_magi2norm_tuning_runtime_knobs)
     endif ()
 endmacro()
 
-# Class <i> of the record: sets name, dtypes, bounds (and dim_min ... bytes_max), params
-# (base_params less the knobs the class sets) and class_params (the class's <scope>_ knobs).
-# Reads json, record, scope and base_params.
+# Class <i> of the record: sets name, pass (forward, or backward: a CPU record's class of backward
+# calls, "pass" in the record), dtypes (in out, the backward's in out dx: x, dy, dx), bounds
+# (and dim_min ... bytes_max), params (the pass's base params less the knobs the class sets) and
+# class_params (the class's <scope>_ knobs: cpu_backward_ for a backward class). Reads json,
+# record, scope, base_params and ARG_CPU_BACKWARD_PARAMS.
 macro(_magi2norm_tuning_class i)
     _magi2norm_record_get(name classes ${i} name)
+    string(JSON pass ERROR_VARIABLE _no_pass GET "${json}" classes ${i} pass)
+    if (_no_pass)
+        set(pass forward)
+    endif ()
+    set(sides in out)
+    set(class_scope ${scope})
+    set(class_base_params ${base_params})
+    if (pass STREQUAL "backward" AND scope STREQUAL "cpu")
+        set(sides in out dx)
+        set(class_scope cpu_backward)
+        set(class_base_params ${ARG_CPU_BACKWARD_PARAMS})
+    elseif (NOT pass STREQUAL "forward")
+        message(FATAL_ERROR "tuning record ${record}: class ${name}: pass is ${pass}, not forward (or backward, in a CPU record)")
+    endif ()
     set(dtypes "")
-    foreach (side IN ITEMS in out)
+    foreach (side IN ITEMS ${sides})
         _magi2norm_record_get(dtype classes ${i} ${side})
         if (NOT dtype IN_LIST MAGI2NORM_DTYPES)
             message(FATAL_ERROR "tuning record ${record}: class ${name}: ${side} is ${dtype}, not one of ${MAGI2NORM_DTYPES}")
@@ -135,14 +155,14 @@ macro(_magi2norm_tuning_class i)
     # parameter given twice is an error).
     _magi2norm_record_get(params_json classes ${i} params)
     string(JSON count_params LENGTH "${params_json}")
-    set(params ${base_params})
+    set(params ${class_base_params})
     set(class_params "")
     if (count_params GREATER 0)
         math(EXPR last_param "${count_params} - 1")
         foreach (j RANGE ${last_param})
             string(JSON knob MEMBER "${params_json}" ${j})
-            if (NOT knob MATCHES "^${scope}_(.*)$" OR NOT CMAKE_MATCH_1 IN_LIST MAGI2NORM_KNOBS_${scope})
-                message(FATAL_ERROR "tuning record ${record}: class ${name}: ${knob} is no ${scope} knob of abi/knobs.def")
+            if (NOT knob MATCHES "^${class_scope}_(.*)$" OR NOT CMAKE_MATCH_1 IN_LIST MAGI2NORM_KNOBS_${class_scope})
+                message(FATAL_ERROR "tuning record ${record}: class ${name}: ${knob} is no ${class_scope} knob of abi/knobs.def")
             endif ()
             _magi2norm_record_int(value classes ${i} params ${knob})
             list(FILTER params EXCLUDE REGEX "^${knob}=")

@@ -38,15 +38,16 @@ get_filename_component(_magi2norm_source_dir ${CMAKE_CURRENT_LIST_DIR} DIRECTORY
 
 # The knobs' defaults, read from their one declaration: the schedules' from abi/knobs.def, the
 # runtime's thresholds from runtime/internal/magi2norm/thresholds.def. For a knob
-# "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu or runtime), and the
+# "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu, cpu_backward or runtime), and the
 # names of each scope's knobs in MAGI2NORM_KNOBS_<scope>.
 set(MAGI2NORM_KNOBS_cpu "")
 set(MAGI2NORM_KNOBS_gpu "")
+set(MAGI2NORM_KNOBS_cpu_backward "")
 set(MAGI2NORM_KNOBS_runtime "")
 foreach (_magi2norm_knob_file IN ITEMS abi/knobs.def runtime/internal/magi2norm/thresholds.def)
-    file(STRINGS ${_magi2norm_source_dir}/${_magi2norm_knob_file} _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(")
+    file(STRINGS ${_magi2norm_source_dir}/${_magi2norm_knob_file} _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|CPU_BACKWARD|RUNTIME)_KNOB\\(")
     foreach (line IN LISTS _magi2norm_knob_lines)
-        if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
+        if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|CPU_BACKWARD|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
             message(FATAL_ERROR "${_magi2norm_knob_file}: cannot read the knob line: ${line}")
         endif ()
         string(TOLOWER ${CMAKE_MATCH_1} scope)
@@ -241,9 +242,10 @@ endfunction()
 # MAGI2NORM_X86_BF16_TARGET) encodes BF16 with the AVX-512 BF16 conversion (native_bf16, through
 # cmake/ir_steps.py --native-bf16), family "_avx512bf16", taken only on CPUs with that ISA.
 # COMPUTE_CAPABILITY (CUDA) is the lowest device capability,
-# times 10, that the variants run on. A CLASS family (forward) serves the calls of its dtype pair
-# whose D is in [dim_min, dim_max] and whose input and output bytes together are in
-# [bytes_min, bytes_max]; the others serve every call of their kind (class 0).
+# times 10, that the variants run on. A CLASS family serves the calls of its dtypes (DTYPES: the
+# forward's x and y, or the backward's x, dy and dx) whose D is in [dim_min, dim_max] and whose
+# bytes (every input and output element's: x and y, or x, dy and dx) are in [bytes_min,
+# bytes_max]; the others serve every call of their kind (class 0).
 # Appends to MAGI2NORM_VARIANT_OBJECTS (objects to archive), MAGI2NORM_VARIANT_TARGETS (their
 # build targets) and MAGI2NORM_VARIANT_ENTRIES (one X-macro line per variant), in the caller's
 # scope. With CROSS, the variants are for another machine: static libraries using that runtime,
@@ -279,8 +281,8 @@ function(magi2norm_add_variants)
     set(class "0, 0, 9223372036854775807, 0, 9223372036854775807")
     if (ARG_CLASS)
         list(LENGTH ARG_CLASS n)
-        if (NOT n EQUAL 5 OR ARG_FORM MATCHES "^backward")
-            message(FATAL_ERROR "magi2norm_add_variants: CLASS is <n> <dim_min> <dim_max> <bytes_min> <bytes_max> of a forward form, not ${ARG_CLASS}")
+        if (NOT n EQUAL 5 OR NOT ARG_DTYPES)
+            message(FATAL_ERROR "magi2norm_add_variants: CLASS is <n> <dim_min> <dim_max> <bytes_min> <bytes_max>, with DTYPES, not ${ARG_CLASS}")
         endif ()
         list(GET ARG_CLASS 0 n)
         set(family ${family}_t${n})
@@ -310,12 +312,16 @@ function(magi2norm_add_variants)
         endforeach ()
     endif ()
     if (ARG_DTYPES)
-        list(JOIN ARG_DTYPES _ pair)
-        list(GET ARG_DTYPES 0 in_type)
-        if (ARG_FORM MATCHES "^backward" OR NOT ${pair}_${in_type} IN_LIST dtypes)
-            message(FATAL_ERROR "magi2norm_add_variants: DTYPES is one forward pair of ${MAGI2NORM_DTYPES}, not ${ARG_DTYPES}")
+        # The forward's pair, its table entry's dx the input's dtype (unused); the backward's triple.
+        list(JOIN ARG_DTYPES _ chosen)
+        if (NOT ARG_FORM MATCHES "^backward")
+            list(GET ARG_DTYPES 0 in_type)
+            set(chosen ${chosen}_${in_type})
         endif ()
-        set(dtypes ${pair}_${in_type})
+        if (NOT chosen IN_LIST dtypes)
+            message(FATAL_ERROR "magi2norm_add_variants: DTYPES is one forward pair or backward triple of ${MAGI2NORM_DTYPES} this form has, not ${ARG_DTYPES}")
+        endif ()
+        set(dtypes ${chosen})
     endif ()
     if (ARG_FORM STREQUAL "paired_words")
         set(family ${family}_paired)

@@ -24,18 +24,12 @@
 #include "backward_stages.h"
 #include "cpu_backward_schedule.h"
 #include "gpu_backward_schedule.h"
+#include "knobs.h"
 #include "norm_pieces.h"
 
 namespace magi2norm::algorithm {
 
 using namespace Halide;
-
-// Elements of dy in one tile of tokens on CPUs: a tile's x and dy rows stay in a core's L2 cache
-// from its row sums to its partials and dx (docs/backward.md, Schedule).
-constexpr int kTileElements = 1 << 16;
-// A CPU task's least tokens and elements of dy, so that tasks outweigh their dispatch.
-constexpr int kTaskTokens = 64;
-constexpr int kTaskElements = 1 << 17;
 
 class Magi2NormBackward : public Generator<Magi2NormBackward> {
 public:
@@ -51,6 +45,11 @@ public:
     // > 0 (CPUs, one dy row a dx row): the variant for calls from memory, whose dx is written with
     // streaming stores (cmake/ir_steps.py), for dx aligned to this many bytes.
     GeneratorParam<int> cpu_streaming_alignment{"cpu_streaming_alignment", 0};
+    // The CPU tasks' and tiles' sizes (abi/knobs.def): cpu_backward_tile_elements, ...
+#define MAGI2NORM_CPU_KNOB(name, value, values, meaning)
+#define MAGI2NORM_GPU_KNOB(name, value, values, meaning)
+#define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_backward_##name{"cpu_backward_" #name, value};
+#include "knobs.def"
 
     void configure() {
         const bool gpu = get_target().has_gpu_feature();
@@ -167,13 +166,16 @@ public:
             // A block is block_tokens tokens (the runtime's: at most abi::kPartialTerms products
             // a partial, backward_abi.h), its FP32 partial the products added token by token,
             // middle row by middle row, head by head. A task is whole blocks, at least
-            // kTaskTokens tokens and kTaskElements elements of dy; its tokens run in tiles of as
-            // many as fit in kTileElements (at least one).
+            // task_tokens tokens and task_elements elements of dy, so that tasks outweigh their
+            // dispatch; its tokens run in tiles of as many as fit in tile_elements (at least
+            // one), whose x and dy rows stay in a core's L2 cache from their row sums to their
+            // partials and dx (docs/backward.md, Schedule).
+            const schedules::CpuBackwardKnobs knobs = cpu_backward_knobs();
             Expr heads = dy->dim(1).extent();
             Expr token_elements = dim * heads * middles;
-            Expr task_tokens = max(kTaskTokens, (kTaskElements + token_elements - 1) / token_elements);
+            Expr task_tokens = max(knobs.task_tokens, (knobs.task_elements + token_elements - 1) / token_elements);
             Expr task = (task_tokens + s.block_tokens - 1) / s.block_tokens * s.block_tokens;
-            Expr tile = clamp(kTileElements / token_elements, 1, task);
+            Expr tile = clamp(knobs.tile_elements / token_elements, 1, task);
             Expr tiles = (task + tile - 1) / tile;
             Expr tasks = (tokens + task - 1) / task;
             Expr blocks = (tokens + s.block_tokens - 1) / s.block_tokens;
@@ -226,6 +228,15 @@ public:
     }
 
 private:
+    schedules::CpuBackwardKnobs cpu_backward_knobs() const {
+        schedules::CpuBackwardKnobs k;
+#define MAGI2NORM_CPU_KNOB(name, value, values, meaning)
+#define MAGI2NORM_GPU_KNOB(name, value, values, meaning)
+#define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning) k.name = cpu_backward_##name;
+#include "knobs.def"
+        return k;
+    }
+
     // Streaming stores need aligned addresses (x86's movntdq faults on any other) and whole
     // vectors (cmake/ir_steps.py cannot mark a masked store). Rows of a multiple of
     // abi::kStreamingLanes elements, declared so, leave the vector loops no tail; with dx's first

@@ -64,6 +64,7 @@ public:
     // The schedules' knobs (abi/knobs.def): cpu_vector_width, ..., gpu_unroll.
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};
+#define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning)
 #include "knobs.def"
     // > 0: the variant for calls that come from memory, written with streaming stores, for
     // outputs aligned to this many bytes (see require_streaming_layout).
@@ -167,6 +168,7 @@ private:
         schedules::CpuKnobs k;
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) k.name = cpu_##name;
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning)
+#define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning)
 #include "knobs.def"
         return k;
     }
@@ -175,6 +177,7 @@ private:
         schedules::GpuKnobs k;
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning)
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) k.name = gpu_##name;
+#define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning)
 #include "knobs.def"
         return k;
     }

@@ -98,12 +98,16 @@ void *CaseBench::out_data(std::size_t pair) const {
 
 CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const Machine &machine, Backend backend)
     : case_(tune_case), norm_(config_of(tune_case)) {
-    std::int64_t elements = 1;
-    for (const std::int64_t e : case_.shape) elements *= e;
+    if (case_.backward && backend != Backend::cpu) {
+        throw Error(ErrorCode::device, "the tuner times the backward on CPUs only (" + case_.id + ")");
+    }
+    const std::int64_t elements = case_.elements();
     in_bytes_ = static_cast<std::size_t>(elements) * dtype_size(case_.in);
-    out_bytes_ = static_cast<std::size_t>(elements) * dtype_size(case_.out);
-    bytes_ = static_cast<std::int64_t>(in_bytes_ + out_bytes_);
-    // From memory: enough pairs to cover twice the last-level cache, so each call's data was
+    // The backward's output is dx, in x's dtype; its dy is in the forward's output dtype.
+    out_bytes_ = static_cast<std::size_t>(elements) * dtype_size(case_.backward ? case_.in : case_.out);
+    dy_bytes_ = case_.backward ? static_cast<std::size_t>(elements) * dtype_size(case_.out) : 0;
+    bytes_ = case_.bytes();
+    // From memory: enough sets to cover twice the last-level cache, so each call's data was
     // evicted by the calls before it.
     std::size_t pairs = 1;
     if (klass.from_memory) {
@@ -114,28 +118,39 @@ CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const M
         inputs_.emplace_back(in_bytes_);
         outputs_.emplace_back(out_bytes_, std::byte{0xab});
         fill(inputs_.back().data(), elements, case_.in, 1 + p);
+        if (case_.backward) {
+            dys_.emplace_back(dy_bytes_);
+            fill(dys_.back().data(), elements, case_.out, 1000 + p);
+        }
     }
     if (case_.num_modality > 1) {
         const std::int64_t t = case_.tokens(), m = case_.num_modality;
         for (std::int64_t i = 0; i < m; ++i) group_sizes_.push_back(t / m + (i < t % m ? 1 : 0));
     }
-    CallOptions options;
-    options.stream.backend = backend;
-    Memory memory = Memory::host;
+    if (case_.backward) {
+        dweight_.resize(static_cast<std::size_t>(case_.num_modality * case_.dim()));
+        library_ = &detail::backward_kernel(detail::norm_state_of(norm_), ConstTensorView(inputs_[0].data(), case_.in, case_.shape),
+                                            ConstTensorView(dys_[0].data(), case_.out, case_.shape), grouping(),
+                                            TensorView(outputs_[0].data(), case_.in, case_.shape),
+                                            TensorView(dweight_.data(), DType::f32, {static_cast<std::int64_t>(dweight_.size())}), {});
+    } else {
+        CallOptions options;
+        options.stream.backend = backend;
+        Memory memory = Memory::host;
 #if MAGI2NORM_HAS_CUDA
-    if (backend == Backend::cuda) {
-        device_ = std::make_shared<DeviceBuffers>();
-        for (std::size_t p = 0; p < pairs; ++p) {
-            device_->in.push_back(DeviceBuffers::make(inputs_[p].data(), in_bytes_, true));
-            device_->out.push_back(DeviceBuffers::make(outputs_[p].data(), out_bytes_, false));
+        if (backend == Backend::cuda) {
+            device_ = std::make_shared<DeviceBuffers>();
+            for (std::size_t p = 0; p < pairs; ++p) {
+                device_->in.push_back(DeviceBuffers::make(inputs_[p].data(), in_bytes_, true));
+                device_->out.push_back(DeviceBuffers::make(outputs_[p].data(), out_bytes_, false));
+            }
+            memory = Memory::device;
         }
-        memory = Memory::device;
-    }
 #endif
-    const Grouping grouping = case_.num_modality > 1 ? Grouping::sizes(group_sizes_) : Grouping::none();
-    plan_ = norm_.plan(ConstTensorView(nullptr, case_.in, case_.shape, {}, memory), grouping,
-                       TensorView(nullptr, case_.out, case_.shape, {}, memory), options);
-    library_ = &detail::choose_kernel(detail::call_plan_of(plan_), in_data(0), out_data(0));
+        plan_ = norm_.plan(ConstTensorView(nullptr, case_.in, case_.shape, {}, memory), grouping(),
+                           TensorView(nullptr, case_.out, case_.shape, {}, memory), options);
+        library_ = &detail::choose_kernel(detail::call_plan_of(plan_), in_data(0), out_data(0));
+    }
     copy_.kind = measure::CopyKind::ordinary_stores;
     copy_.bytes = (static_cast<std::size_t>(bytes_) / 2 + 63) / 64 * 64;
     copy_.pairs = pairs;
@@ -153,8 +168,21 @@ CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const M
     calls_per_sample_ = static_cast<int>(std::clamp(std::ceil(kSampleSeconds / std::max(one, 1e-9)), 1.0, 100000.0));
 }
 
+Grouping CaseBench::grouping() const { return case_.num_modality > 1 ? Grouping::sizes(group_sizes_) : Grouping::none(); }
+
+void CaseBench::run_backward(const detail::KernelEntry *kernel, std::size_t pair) {
+    detail::run_backward(detail::norm_state_of(norm_), ConstTensorView(inputs_[pair].data(), case_.in, case_.shape),
+                         ConstTensorView(dys_[pair].data(), case_.out, case_.shape), grouping(),
+                         TensorView(outputs_[pair].data(), case_.in, case_.shape),
+                         TensorView(dweight_.data(), DType::f32, {static_cast<std::int64_t>(dweight_.size())}), {}, kernel);
+}
+
 void CaseBench::run(const detail::KernelEntry *kernel, std::size_t pair) {
-    detail::run_call(detail::call_plan_of(plan_), kernel, in_data(pair), out_data(pair), nullptr);
+    if (case_.backward) {
+        run_backward(kernel, pair);
+    } else {
+        detail::run_call(detail::call_plan_of(plan_), kernel, in_data(pair), out_data(pair), nullptr);
+    }
     if (read_output_) {
         // The consumer of the output: one pass over its bytes, as the model's next layer makes.
         const auto *words = reinterpret_cast<const std::uint64_t *>(outputs_[pair].data());
@@ -193,6 +221,7 @@ CaseBench::Times CaseBench::measure(const std::vector<const detail::KernelEntry 
 }
 
 const detail::KernelEntry *CaseBench::library_kernel(int stores) const {
+    if (case_.backward) return nullptr;
     const detail::CallPlan &p = detail::call_plan_of(plan_);
     return library_->form == detail::Form::paired_words ? p.paired_words[stores] : p.elements[stores];
 }
@@ -216,6 +245,7 @@ double CaseBench::copy_gbps() {
 
 std::vector<unsigned char> CaseBench::output(const detail::KernelEntry *kernel) {
     std::memset(outputs_[0].data(), 0xab, out_bytes_);
+    std::fill(dweight_.begin(), dweight_.end(), -7.0f);  // a weight gradient the call did not write shows
 #if MAGI2NORM_HAS_CUDA
     if (device_) {
         run(kernel, 0);
@@ -228,7 +258,10 @@ std::vector<unsigned char> CaseBench::output(const detail::KernelEntry *kernel) 
 #endif
     run(kernel, 0);
     const auto *bytes = reinterpret_cast<const unsigned char *>(outputs_[0].data());
-    return std::vector<unsigned char>(bytes, bytes + out_bytes_);
+    std::vector<unsigned char> result(bytes, bytes + out_bytes_);
+    const auto *dweight = reinterpret_cast<const unsigned char *>(dweight_.data());
+    result.insert(result.end(), dweight, dweight + dweight_.size() * sizeof(float));
+    return result;
 }
 
 double median(std::vector<double> v) {

@@ -1,7 +1,8 @@
-// Timing one tuning case: its norm planned once, its buffers (rotating past the last-level
-// cache for the from-memory classes, one warm pair for the in-cache ones), and kernels timed in
-// interleaved rounds with the copy of the same bytes, so that a shared machine's changing load
-// moves every side of a ratio alike.
+// Timing one tuning case: its norm planned once (a forward case; a backward case runs the whole
+// backward call, its variant chosen as the library chooses it or given), its buffers (rotating
+// past the last-level cache for the from-memory classes, one warm set for the in-cache ones),
+// and kernels timed in interleaved rounds with the copy of the same bytes, so that a shared
+// machine's changing load moves every side of a ratio alike.
 #pragma once
 
 #include <cstdint>
@@ -43,10 +44,11 @@ public:
     void read_output_after_calls(bool on) { read_output_ = on; }
 
     // The plan's variant of the form the library picks here, with ordinary (0) or streaming (1)
-    // stores; null where the call cannot take it.
+    // stores; null where the call cannot take it (and for a backward case).
     const detail::KernelEntry *library_kernel(int stores) const;
 
-    // The output of one call of `kernel` on the first buffers, for comparing bits.
+    // The output of one call of `kernel` on the first buffers, for comparing bits (a backward
+    // case's: dx, then the weight gradient).
     std::vector<unsigned char> output(const detail::KernelEntry *kernel);
 
     std::int64_t bytes() const { return bytes_; }
@@ -59,7 +61,13 @@ private:
     const TuneCase &case_;
     RMSNorm norm_;
     std::vector<std::int64_t> group_sizes_;
-    Plan plan_;
+    Plan plan_;  // a forward case's
+    // A backward case's: dy beside each x (inputs_), dx in outputs_, and the weight gradient.
+    std::vector<measure::AlignedBuffer> dys_;
+    std::vector<float> dweight_;
+    std::size_t dy_bytes_ = 0;
+    void run_backward(const detail::KernelEntry *kernel, std::size_t pair);
+    Grouping grouping() const;
     const detail::KernelEntry *library_ = nullptr;
     std::int64_t bytes_ = 0;
     std::size_t in_bytes_ = 0, out_bytes_ = 0;

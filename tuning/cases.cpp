@@ -37,13 +37,17 @@ std::int64_t TuneCase::rows_per_token() const {
     return rows;
 }
 
-std::int64_t TuneCase::bytes() const {
+std::int64_t TuneCase::elements() const {
     std::int64_t n = 1;
     for (const std::int64_t e : shape) n *= e;
-    return n * static_cast<std::int64_t>(dtype_size(in) + dtype_size(out));
+    return n;
 }
 
-std::vector<TuneCase> model_cases(const std::vector<std::int64_t> &tokens) {
+std::int64_t TuneCase::bytes() const {
+    return elements() * static_cast<std::int64_t>(dtype_size(in) + dtype_size(out) + (backward ? dtype_size(in) : 0));
+}
+
+std::vector<TuneCase> model_cases(const std::vector<std::int64_t> &tokens, bool with_backward) {
     struct Norm {
         const char *name;
         DType in, out;
@@ -55,39 +59,44 @@ std::vector<TuneCase> model_cases(const std::vector<std::int64_t> &tokens) {
                           {"mhc_norm", DType::bf16, DType::bf16, {12288}},
                           {"final_norm", DType::f32, DType::f32, {12288}}};
     std::vector<TuneCase> cases;
-    for (const Norm &n : norms) {
-        for (const std::int64_t m : {1, 3}) {
-            if (std::string(n.name) == "final_norm" && m > 1) continue;  // M = 1 only (SPEC.md)
-            for (const std::int64_t t : tokens) {
-                TuneCase c;
-                c.norm = n.name;
-                c.in = n.in;
-                c.out = n.out;
-                c.shape = {t};
-                c.shape.insert(c.shape.end(), n.row.begin(), n.row.end());
-                c.num_modality = m;
-                c.id = std::string(n.name) + "/" + dtype_name(n.in) + "_" + dtype_name(n.out) + "/M" + std::to_string(m) + "/T" +
-                       std::to_string(t);
-                cases.push_back(c);
+    for (const bool backward : {false, true}) {
+        if (backward && !with_backward) break;
+        for (const Norm &n : norms) {
+            for (const std::int64_t m : {1, 3}) {
+                if (std::string(n.name) == "final_norm" && m > 1) continue;  // M = 1 only (SPEC.md)
+                for (const std::int64_t t : tokens) {
+                    TuneCase c;
+                    c.norm = n.name;
+                    c.in = n.in;
+                    c.out = n.out;
+                    c.backward = backward;
+                    c.shape = {t};
+                    c.shape.insert(c.shape.end(), n.row.begin(), n.row.end());
+                    c.num_modality = m;
+                    c.id = std::string(n.name) + "/" + dtype_name(n.in) + "_" + dtype_name(n.out) + "/M" + std::to_string(m) +
+                           "/T" + std::to_string(t) + (backward ? "/backward" : "");
+                    cases.push_back(c);
+                }
             }
         }
     }
     return cases;
 }
 
-ShapeClass class_of(DType in, DType out, std::int64_t dim, std::int64_t bytes) {
+ShapeClass class_of(DType in, DType out, std::int64_t dim, std::int64_t bytes, bool backward) {
     ShapeClass c;
     c.in = in;
     c.out = out;
+    c.backward = backward;
     const Bucket &d = bucket(kDims, dim, c.dim_min);
     const Bucket &b = bucket(kBytes, bytes, c.bytes_min);
     c.dim_max = d.max;
     c.bytes_max = b.max;
     c.from_memory = c.bytes_min >= kFromMemoryBytes;
-    c.name = std::string(dtype_name(in)) + "_" + dtype_name(out) + "/" + d.label + "/" + b.label;
+    c.name = std::string(backward ? "backward/" : "") + dtype_name(in) + "_" + dtype_name(out) + "/" + d.label + "/" + b.label;
     return c;
 }
 
-ShapeClass class_of(const TuneCase &c) { return class_of(c.in, c.out, c.dim(), c.bytes()); }
+ShapeClass class_of(const TuneCase &c) { return class_of(c.in, c.out, c.dim(), c.bytes(), c.backward); }
 
 }  // namespace magi2norm::tuning

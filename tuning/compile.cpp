@@ -40,7 +40,13 @@ std::string quoted(const std::string &s) { return "'" + s + "'"; }
 // The generator's arguments for a request (after -o DIR).
 std::string generator_args(const VariantRequest &r) {
     std::ostringstream a;
-    a << " target=" << r.target << "-" << kFeatures << " in_type=" << dtype_name(r.in) << " out_type=" << dtype_name(r.out);
+    a << " target=" << r.target << "-" << kFeatures << " in_type=" << dtype_name(r.in);
+    if (detail::is_backward(r.form)) {
+        a << " dy_type=" << dtype_name(r.out) << " dx_type=" << dtype_name(r.dx);
+        if (r.form == detail::Form::backward_single) a << " sums_rows=false";
+    } else {
+        a << " out_type=" << dtype_name(r.out);
+    }
     if (r.form == detail::Form::paired_words) a << " paired_words=true";
     if (r.streaming_alignment > 0) a << " cpu_streaming_alignment=" << r.streaming_alignment;
     if (r.native_bf16) a << " native_bf16=true";
@@ -65,7 +71,9 @@ std::string generator_args(const VariantRequest &r) {
 std::string command_for(const VariantRequest &r, const std::string &dir, const std::string &name) {
     std::ostringstream c;
     const bool streaming = r.streaming_alignment > 0, ir_steps = streaming || r.native_bf16;
-    c << "cd " << quoted(dir) << " && " << quoted(MAGI2NORM_GENERATOR_PATH) << " -g magi2_norm -f " << name << " -n " << name
+    const bool backward = detail::is_backward(r.form);
+    c << "cd " << quoted(dir) << " && " << quoted(MAGI2NORM_GENERATOR_PATH) << " -g " << (backward ? "magi2_norm_backward" : "magi2_norm")
+      << " -f " << name << " -n " << name
       << " -e object,c_header" << (ir_steps ? ",llvm_assembly" : "") << " -o .";
     if (r.schedule.autoscheduled()) c << " -p " << quoted(plugin_of(r.schedule.kind));
     c << generator_args(r);
@@ -73,7 +81,9 @@ std::string command_for(const VariantRequest &r, const std::string &dir, const s
     if (ir_steps) {
         // As the build does it (_magi2norm_ir_library).
         c << " && " << quoted(MAGI2NORM_PYTHON) << " " << quoted(MAGI2NORM_IR_STEPS_PY);
-        if (streaming) c << " --buffer norm --alignment " << r.streaming_alignment << " --prefetch-into-l2";
+        // The backward's dx stores only: it issues no prefetches.
+        if (streaming && backward) c << " --buffer dx --alignment " << r.streaming_alignment;
+        if (streaming && !backward) c << " --buffer norm --alignment " << r.streaming_alignment << " --prefetch-into-l2";
         if (r.native_bf16) c << " --native-bf16";
         c << " " << name << ".ll " << name << ".ir.o";
         object = name + ".ir.o";
@@ -169,6 +179,7 @@ std::vector<Variant> Compiler::make(const std::vector<VariantRequest> &requests,
         const VariantRequest &r = requests[i];
         v.name = variant_key(r);
         v.entry = detail::KernelEntry{r.backend, r.compute_capability, r.form, r.streaming_alignment, r.in, r.out, nullptr, nullptr};
+        v.entry.dx = r.dx;
         if (!exists(cache_ + "/" + v.name + "/" + v.name + ".so") && queued.insert(v.name).second) to_make.push_back(i);
     }
     std::vector<Running> running;

@@ -28,10 +28,12 @@ struct Schedule {
     std::string describe() const;
 };
 
-// One variant to make: a schedule for a dtype pair, form and store kind, for a Halide target.
+// One variant to make: a schedule for a dtype pair (the backward's forms: x, dy and dx), form
+// and store kind, for a Halide target.
 struct VariantRequest {
     Schedule schedule;
     DType in = DType::f32, out = DType::f32;
+    DType dx = DType::f32;  // the backward's forms only
     detail::Form form = detail::Form::elements;
     int streaming_alignment = 0;  // > 0: streaming stores
     // The BF16 encode as the AVX-512 BF16 conversion (the build's native_bf16 family, through

@@ -11,6 +11,8 @@ std::vector<Knob> make_knobs() {
     std::vector<Knob> all;
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) all.push_back({Scope::cpu, "cpu_" #name, value, MAGI2NORM_VALUES values, meaning});
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) all.push_back({Scope::gpu, "gpu_" #name, value, MAGI2NORM_VALUES values, meaning});
+#define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning) \
+    all.push_back({Scope::cpu_backward, "cpu_backward_" #name, value, MAGI2NORM_VALUES values, meaning});
 #define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning) all.push_back({Scope::runtime, #name, value, MAGI2NORM_VALUES values, meaning});
 #include "knobs.def"
 #include "magi2norm/thresholds.def"

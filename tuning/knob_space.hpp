@@ -10,11 +10,12 @@
 
 namespace magi2norm::tuning {
 
-enum class Scope { cpu, gpu, runtime };
+// The forward's CPU and GPU schedules, the backward's CPU schedule, the runtime's thresholds.
+enum class Scope { cpu, gpu, cpu_backward, runtime };
 
 struct Knob {
     Scope scope;
-    std::string name;  // as the generator (cpu_*, gpu_*) or the build (runtime knobs) names it
+    std::string name;  // as the generators (cpu_*, gpu_*, cpu_backward_*) or the build (runtime knobs) names it
     std::int64_t default_value;
     std::vector<std::int64_t> values;
     std::string meaning;

@@ -52,6 +52,10 @@ build ships (-DMAGI2NORM_TUNING=<record>; docs/tuning.md, docs/tuning_record.md)
   --tokens LIST       token counts of the model's norms, e.g. 16,256 (default 16,256,4096,32768)
   --norms LIST        which of SPEC.md's norms: pre_norm,qk_norm,mhc_norm,final_norm
                       (default all; mhc_norm has both its output dtypes)
+  --passes LIST       forward,backward (default both on the CPU; GPU backends and the anchor
+                      strategy: forward), each
+                      norm's backward as autograd calls it: dy in the forward's output dtype, dx
+                      in x's, and the weight gradient
   --strategy NAME     coordinate (default): autoschedulers, coordinate descent, restarts;
                       knobs: the same without the autoschedulers (no plugin compiles);
                       adams2019-sampling: the anchor, Adams2019 and its random-dropout samples
@@ -101,7 +105,7 @@ int main(int argc, char **argv) {
     SearchOptions options;
     std::string record_path = "tuning.json", cache = "tuning-cache", report;
     std::vector<std::int64_t> tokens = {16, 256, 4096, 32768};
-    std::vector<std::string> norms;
+    std::vector<std::string> norms, passes;
     int jobs = 0, capability = 86, random_per_class = 8;
     bool select = false;
     bool batch_only = false;
@@ -121,6 +125,7 @@ int main(int argc, char **argv) {
         else if (a == "--cache") cache = value();
         else if (a == "--tokens") tokens = numbers(value());
         else if (a == "--norms") norms = words(value());
+        else if (a == "--passes") passes = words(value());
         else if (a == "--strategy") options.strategy = value();
         else if (a == "--rounds") options.rounds = std::stoi(value());
         else if (a == "--jobs") jobs = std::stoi(value());
@@ -140,6 +145,19 @@ int main(int argc, char **argv) {
     if (options.strategy != "coordinate" && options.strategy != "knobs" && options.strategy != "adams2019-sampling") usage("unknown --strategy " + options.strategy);
     options.record_path = record_path;
     if (batch_only && options.backend == magi2norm::Backend::cpu) usage("--batch-only is for GPU backends");
+    const bool cpu = options.backend == magi2norm::Backend::cpu;
+    if (passes.empty()) {
+        passes = {"forward"};
+        if (cpu && options.strategy != "adams2019-sampling") passes.push_back("backward");
+    }
+    bool forward = false, backward = false;
+    for (const std::string &p : passes) {
+        if (p == "forward") forward = true;
+        else if (p == "backward") backward = true;
+        else usage("--passes is forward, backward or both, not " + p);
+    }
+    if (backward && !cpu) usage("--passes backward: the backward is tuned on CPUs only");
+    if (backward && options.strategy == "adams2019-sampling") usage("--passes backward: the anchor strategy schedules the forward only");
 
     const Machine machine = this_machine();
     if (select) {
@@ -172,8 +190,9 @@ int main(int argc, char **argv) {
         }
     }
     record.budget_seconds = options.budget_seconds;
-    for (const TuneCase &c : model_cases(tokens)) {
+    for (const TuneCase &c : model_cases(tokens, backward)) {
         if (!norms.empty() && std::find(norms.begin(), norms.end(), c.norm) == norms.end()) continue;
+        if (!c.backward && !forward) continue;
         bool known = false;
         for (const TuneCase &k : record.cases) known = known || k.id == c.id;
         if (!known) record.cases.push_back(c);

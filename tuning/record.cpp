@@ -54,10 +54,14 @@ bool same(const Schedule &a, const Schedule &b) {
            a.estimate_rows == b.estimate_rows && a.estimate_dim == b.estimate_dim && a.dropout_seed == b.dropout_seed;
 }
 
+// A backward class's in and out are x and dy, and its dx is x's dtype (the build reads the three).
 json to_json(const ShapeClass &c) {
-    return {{"name", c.name},       {"in", dtype_name(c.in)},       {"out", dtype_name(c.out)},
-            {"dim_min", c.dim_min}, {"dim_max", c.dim_max},         {"bytes_min", c.bytes_min},
-            {"bytes_max", c.bytes_max}, {"from_memory", c.from_memory}};
+    json j = {{"name", c.name},       {"pass", c.backward ? "backward" : "forward"},
+              {"in", dtype_name(c.in)}, {"out", dtype_name(c.out)},
+              {"dim_min", c.dim_min}, {"dim_max", c.dim_max},         {"bytes_min", c.bytes_min},
+              {"bytes_max", c.bytes_max}, {"from_memory", c.from_memory}};
+    if (c.backward) j["dx"] = dtype_name(c.in);
+    return j;
 }
 
 ShapeClass class_of_json(const json &j) {
@@ -65,6 +69,7 @@ ShapeClass class_of_json(const json &j) {
     c.name = j.at("name").get<std::string>();
     c.in = dtype_of(j.at("in").get<std::string>());
     c.out = dtype_of(j.at("out").get<std::string>());
+    c.backward = j.value("pass", "forward") == "backward";  // records of forward classes only have none
     c.dim_min = j.at("dim_min").get<std::int64_t>();
     c.dim_max = j.at("dim_max").get<std::int64_t>();
     c.bytes_min = j.at("bytes_min").get<std::int64_t>();
@@ -139,7 +144,8 @@ void save(const Record &r, const std::string &path) {
     j["notes"] = r.notes;
     j["cases"] = json::array();
     for (const TuneCase &c : r.cases) {
-        j["cases"].push_back({{"id", c.id}, {"norm", c.norm}, {"in", dtype_name(c.in)}, {"out", dtype_name(c.out)},
+        j["cases"].push_back({{"id", c.id}, {"norm", c.norm}, {"pass", c.backward ? "backward" : "forward"},
+                              {"in", dtype_name(c.in)}, {"out", dtype_name(c.out)},
                               {"shape", c.shape}, {"num_modality", c.num_modality}, {"bytes", c.bytes()},
                               {"class", class_of(c).name}});
     }
@@ -217,6 +223,7 @@ std::optional<Record> load(const std::string &path) {
         t.norm = c.at("norm").get<std::string>();
         t.in = dtype_of(c.at("in").get<std::string>());
         t.out = dtype_of(c.at("out").get<std::string>());
+        t.backward = c.value("pass", "forward") == "backward";
         t.shape = c.at("shape").get<std::vector<std::int64_t>>();
         t.num_modality = c.at("num_modality").get<std::int64_t>();
         r.cases.push_back(t);
@@ -226,7 +233,9 @@ std::optional<Record> load(const std::string &path) {
         x.id = c.at("id").get<std::string>();
         x.class_name = c.at("class").get<std::string>();
         x.strategy = c.at("strategy").get<std::string>();
-        x.schedule = schedule_of(c.at("schedule"), scope_of(r.backend));
+        // A backward class's knobs are the backward's (class_of names its classes "backward/...").
+        const bool backward = x.class_name.rfind("backward/", 0) == 0;
+        x.schedule = schedule_of(c.at("schedule"), backward ? Scope::cpu_backward : scope_of(r.backend));
         x.status = c.at("status").get<std::string>();
         x.compile_seconds = c.at("compile_seconds").get<double>();
         x.variants = c.at("variants").get<std::map<std::string, std::string>>();

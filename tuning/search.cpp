@@ -31,7 +31,10 @@ std::string target_for(Backend backend, const Machine &machine) {
     return backend == Backend::cpu ? machine.isa : gpu_target(backend, machine.compute_capability);
 }
 
-Scope scope_of(Backend backend) { return backend == Backend::cpu ? Scope::cpu : Scope::gpu; }
+Scope scope_of(Backend backend, const ShapeClass &klass) {
+    if (backend != Backend::cpu) return Scope::gpu;
+    return klass.backward ? Scope::cpu_backward : Scope::cpu;
+}
 
 // Input bytes of a case's call.
 std::int64_t input_bytes(const TuneCase &c) { return c.bytes() / static_cast<std::int64_t>(dtype_size(c.in) + dtype_size(c.out)) *
@@ -40,13 +43,15 @@ std::int64_t input_bytes(const TuneCase &c) { return c.bytes() / static_cast<std
 // The knobs that can change a class's calls (schedules/cpu_schedule.cpp): the task sizes of the
 // calls that do not prefetch, the prefetch threshold of calls near it, the memory tasks of those
 // that prefetch (streaming-store variants always do), the chunk of tokens of many rows, the
-// vector width of the element form. GPU classes: every GPU knob.
+// vector width of the element form. GPU classes: every GPU knob; backward classes: every knob of
+// the backward's (its tiles and tasks shape every call).
 std::vector<std::string> relevant_knobs(Backend backend, const std::vector<const TuneCase *> &cases,
                                         const std::vector<const detail::KernelEntry *> &library, const Config &incumbent) {
     std::vector<std::string> names;
-    if (backend != Backend::cpu) {
+    if (backend != Backend::cpu || cases.front()->backward) {
+        const Scope scope = backend != Backend::cpu ? Scope::gpu : Scope::cpu_backward;
         for (const Knob &k : knobs()) {
-            if (k.scope == Scope::gpu) names.push_back(k.name);
+            if (k.scope == scope) names.push_back(k.name);
         }
         return names;
     }
@@ -102,13 +107,14 @@ Outcome outcome_of(const Measured &m, double vs_incumbent, bool worse_somewhere)
     return o;
 }
 
-// The class searched before whose pick is the nearest start for `klass`: the same dtype pair
-// first, then the same row bucket, then the nearest bytes bucket; null when no class has a pick.
+// The class of the same pass searched before whose pick is the nearest start for `klass`: the
+// same dtype pair first, then the same row bucket, then the nearest bytes bucket; null when no
+// class has a pick.
 const ClassResult *neighbour(const Record &record, const ShapeClass &klass) {
     const ClassResult *best = nullptr;
     double best_distance = 0;
     for (const ClassResult &c : record.classes) {
-        if (c.best.empty() || c.klass.name == klass.name) continue;
+        if (c.best.empty() || c.klass.name == klass.name || c.klass.backward != klass.backward) continue;
         const double distance = (c.klass.in != klass.in || c.klass.out != klass.out ? 1000 : 0) +
                                 (c.klass.dim_min != klass.dim_min ? 100 : 0) +
                                 std::abs(std::log2((c.klass.bytes_min + 1.0) / (klass.bytes_min + 1.0)));
@@ -194,6 +200,7 @@ void Search::tune_runtime(double deadline) {
                                 record_.runtime_times.end());
     for (const TuneCase &c : record_.cases) {
         if (now() > deadline) break;
+        if (c.backward) continue;  // the threshold is measured on the forward's outputs
         const std::int64_t out_bytes = c.bytes() / static_cast<std::int64_t>(dtype_size(c.in) + dtype_size(c.out)) *
                                        static_cast<std::int64_t>(dtype_size(c.out));
         if (out_bytes < threshold.values.front() / 2 || out_bytes > threshold.values.back() * 2) continue;
@@ -235,6 +242,7 @@ void Search::tune_runtime(double deadline) {
     // No model case has tokens of many short rows or one token of many rows with one modality.
     bool regrouped = false;
     for (const TuneCase &c : record_.cases) {
+        if (c.backward) continue;  // the backward does not regroup rows
         const std::int64_t row = c.dim() * static_cast<std::int64_t>(dtype_size(c.in));
         regrouped = regrouped || (c.num_modality == 1 && (row <= record_.runtime.at("short_row_bytes") ||
                                                           row * c.rows_per_token() > record_.runtime.at("fold_token_bytes")));
@@ -271,6 +279,7 @@ ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<cons
                 r.schedule = s;
                 r.in = cases[i]->in;
                 r.out = cases[i]->out;
+                r.dx = cases[i]->in;
                 // Autoschedulers schedule the element form with ordinary stores; the knobs serve
                 // the form, store kind and BF16 encoder the library takes for the call (on an
                 // AVX-512 BF16 CPU, its native family: the target of that family alone).
@@ -443,7 +452,7 @@ ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<cons
         if (c.klass.name == klass.name) result = c;
     }
     result.klass = klass;
-    const Config defaults = default_config(scope_of(options_.backend));
+    const Config defaults = default_config(scope_of(options_.backend, klass));
     const auto finish = [&](ClassProgress progress) {
         result.spend.candidates = static_cast<int>(std::count_if(record_.measured.begin(), record_.measured.end(),
                                                                  [&](const Measured &m) { return m.class_name == klass.name; }));
@@ -467,8 +476,9 @@ ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<cons
         return finish({});
     }
 
-    // Halide's autoschedulers, each at the class's own estimates, on the first visit.
-    if (visit == 0 && options_.backend == Backend::cpu && options_.strategy == "coordinate") {
+    // Halide's autoschedulers, each at the class's own estimates, on the first visit (the
+    // forward's: the backward's generator declares no estimates).
+    if (visit == 0 && options_.backend == Backend::cpu && options_.strategy == "coordinate" && !klass.backward) {
         std::vector<Schedule> autos;
         for (const char *kind : {"adams2019", "li2018", "mullapudi2016"}) {
             Schedule s;

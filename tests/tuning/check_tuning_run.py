@@ -3,7 +3,8 @@
 either measured (with the library's times beside its own) or rejected with a reason; Halide's
 three autoschedulers are among them; a schedule whose generator parameters change the results
 (the test adds sum_steps=64 through MAGI2NORM_TUNE_TEST_PARAMS) is rejected for its bits; the
-second run, resumed from the record, measures no schedule again; on the CPU every class's pick
+second run, resumed from the record, measures no schedule again; on the CPU the norm's backward is
+a class of its own, searched over the backward's knobs and bit-checked as the forward; every class's pick
 went through the confirmation (a class ships only with a confirmed interval above 1) and the
 record says what each class cost, with the machine's keys.
 
@@ -29,12 +30,13 @@ MIN_CANDIDATES = 3  # tuning/search.hpp, kMinCandidates
 MIN_ROUNDS = 10     # tuning/confirm.hpp, ConfirmOptions::min_rounds
 
 
-def run(tune, work, backend, budget, extra_env=None, norm="final_norm", strategy="coordinate", tokens="16"):
+def run(tune, work, backend, budget, extra_env=None, norm="final_norm", strategy="coordinate", tokens="16",
+        passes="forward,backward"):
     env = dict(os.environ, **(extra_env or {}))
     args = [tune, "--budget", str(budget), "--tokens", tokens, "--norms", norm, "--rounds", "3",
             "--record", os.path.join(work, "record.json"), "--cache", os.path.join(work, "cache"), "--backend", backend]
     if backend == "cpu":
-        args += ["--strategy", strategy]
+        args += ["--strategy", strategy, "--passes", passes]
     if backend != "cpu":
         args += ["--random", "1"]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
@@ -71,13 +73,27 @@ def check_cpu_classes(record):
         assert len(knob_runs) >= MIN_CANDIDATES, (k["name"], len(knob_runs))
 
 
+def check_backward(record):
+    """The backward's class beside the forward's: its case is the forward case's backward, its
+    candidates set the backward's knobs only (no autoscheduler), and they were timed."""
+    backward = [k for k in record["classes"] if k["pass"] == "backward"]
+    assert len(backward) == 1 and backward[0]["name"].startswith("backward/"), [k["name"] for k in record["classes"]]
+    assert backward[0]["dx"] == backward[0]["in"], backward[0]
+    assert any(c["pass"] == "backward" and c["id"].endswith("/backward") for c in record["cases"]), record["cases"]
+    measured = [m for m in record["candidates"] if m["class"] == backward[0]["name"]]
+    assert measured and all(m["schedule"]["kind"] == "knobs" for m in measured), measured
+    assert any(m["status"] == "ok" for m in measured), [m["status"] for m in measured]
+    for m in measured:
+        assert all(name.startswith("cpu_backward_") for name in m["schedule"].get("params", {})), m["schedule"]
+
+
 def check_budget(tune, work):
     """Three classes (the Q/K norm at T = 16, 256, 4096: under 4 MiB, under 32 MiB, and from
     memory): every class is visited and measures knob candidates, and the run keeps its budget
     but for the last setups (seconds)."""
     budget = 40
     start = time.monotonic()
-    record = run(tune, work, "cpu", budget, norm="qk_norm", strategy="knobs", tokens="16,256,4096")
+    record = run(tune, work, "cpu", budget, norm="qk_norm", strategy="knobs", tokens="16,256,4096", passes="forward")
     elapsed = time.monotonic() - start
     names = {k["name"] for k in record["classes"]}
     assert len(names) == 3, names
@@ -152,6 +168,7 @@ def main():
         assert {"adams2019", "li2018", "mullapudi2016"} <= kinds, kinds
         assert record["runtime"]["streaming_min_output_bytes"] > 0
         check_cpu_classes(record)
+        check_backward(record)
     seen = len(candidates)
     again = run(tune, work, backend, 3)
     keys = [(c["class"], json.dumps(c["schedule"], sort_keys=True)) for c in again["candidates"]]

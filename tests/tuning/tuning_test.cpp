@@ -34,6 +34,10 @@ TEST(KnobSpace, TheSchedulesReadTheSameDefaults) {
     EXPECT_EQ(knob("cpu_memory_task_bytes").default_value, cpu.memory_task_bytes);
     EXPECT_EQ(knob("gpu_threads").default_value, gpu.threads);
     EXPECT_EQ(knob("gpu_unroll").default_value, gpu.unroll);
+    const magi2norm::schedules::CpuBackwardKnobs backward;
+    EXPECT_EQ(knob("cpu_backward_tile_elements").default_value, backward.tile_elements);
+    EXPECT_EQ(knob("cpu_backward_task_tokens").default_value, backward.task_tokens);
+    EXPECT_EQ(knob("cpu_backward_task_elements").default_value, backward.task_elements);
     EXPECT_EQ(describe(default_config(Scope::cpu)), "");
     Config c = default_config(Scope::cpu);
     c["cpu_task_bytes"] = 131072;
@@ -45,24 +49,45 @@ TEST(Classes, BoundsHoldTheirCallsAndTileTheAxes) {
     for (const std::int64_t dim : {1, 128, 256, 257, 3072, 12288, 100000}) {
         for (const std::int64_t bytes : {std::int64_t{1}, std::int64_t{262143}, std::int64_t{262144}, std::int64_t{50000000},
                                           std::numeric_limits<std::int64_t>::max()}) {
-            const ShapeClass k = class_of(magi2norm::DType::bf16, magi2norm::DType::f32, dim, bytes);
+            const ShapeClass k = class_of(magi2norm::DType::bf16, magi2norm::DType::f32, dim, bytes, false);
             EXPECT_LE(k.dim_min, dim);
             EXPECT_GE(k.dim_max, dim);
             EXPECT_LE(k.bytes_min, bytes);
             EXPECT_GE(k.bytes_max, bytes);
-            if (k.dim_min > 0) EXPECT_EQ(class_of(k.in, k.out, k.dim_min - 1, bytes).dim_max, k.dim_min - 1);
-            if (k.bytes_min > 0) EXPECT_EQ(class_of(k.in, k.out, dim, k.bytes_min - 1).bytes_max, k.bytes_min - 1);
+            if (k.dim_min > 0) EXPECT_EQ(class_of(k.in, k.out, k.dim_min - 1, bytes, false).dim_max, k.dim_min - 1);
+            if (k.bytes_min > 0) EXPECT_EQ(class_of(k.in, k.out, dim, k.bytes_min - 1, false).bytes_max, k.bytes_min - 1);
         }
     }
-    EXPECT_TRUE(class_of(magi2norm::DType::f32, magi2norm::DType::f32, 12288, std::int64_t{1} << 30).from_memory);
-    EXPECT_FALSE(class_of(magi2norm::DType::f32, magi2norm::DType::f32, 12288, 1 << 20).from_memory);
+    EXPECT_TRUE(class_of(magi2norm::DType::f32, magi2norm::DType::f32, 12288, std::int64_t{1} << 30, false).from_memory);
+    EXPECT_FALSE(class_of(magi2norm::DType::f32, magi2norm::DType::f32, 12288, 1 << 20, false).from_memory);
 }
 
 TEST(Classes, TheModelsNormsAtTheirSizes) {
-    const auto cases = model_cases({16, 4096});
+    const auto cases = model_cases({16, 4096}, false);
     EXPECT_EQ(cases.size(), 18u);  // 4 norms with M = 1 and 3, the final norm with M = 1, at 2 sizes
     EXPECT_EQ(cases.front().id, "pre_norm/bf16_bf16/M1/T16");
     EXPECT_EQ(cases.front().bytes(), 16 * 3072 * 4);
+}
+
+TEST(Classes, TheBackwardsAfterTheForwardsInClassesOfTheirOwn) {
+    const auto cases = model_cases({16, 4096}, true);
+    ASSERT_EQ(cases.size(), 36u);
+    for (std::size_t i = 0; i < 18; ++i) {
+        const TuneCase &forward = cases[i], &backward = cases[i + 18];
+        EXPECT_FALSE(forward.backward);
+        EXPECT_TRUE(backward.backward);
+        EXPECT_EQ(backward.id, forward.id + "/backward");
+        EXPECT_EQ(backward.shape, forward.shape);
+        // x and dx in x's dtype, dy in the forward's output dtype.
+        const auto size = [](magi2norm::DType d) { return static_cast<std::int64_t>(magi2norm::dtype_size(d)); };
+        EXPECT_EQ(backward.bytes(), forward.elements() * (2 * size(forward.in) + size(forward.out)));
+        const ShapeClass f = class_of(forward), b = class_of(backward);
+        EXPECT_FALSE(f.backward);
+        EXPECT_TRUE(b.backward);
+        EXPECT_EQ(b.name.rfind("backward/", 0), 0u) << b.name;
+        EXPECT_NE(f.name, b.name);
+    }
+    EXPECT_EQ(cases[18].bytes(), 16 * 3072 * 6);  // pre-norm: BF16 x, dy and dx
 }
 
 // A synthetic cost over the CPU knobs with its optimum away from the defaults: each knob's cost
@@ -231,7 +256,7 @@ TEST(Record, ComesBackAsItWentIn) {
     r.machine.l2 = 1 << 20;
     r.machine.l3 = 1 << 25;
     r.runtime["streaming_min_output_bytes"] = 8 << 20;
-    r.cases = model_cases({16});
+    r.cases = model_cases({16}, true);  // the last a backward case, of a backward class
     Measured m;
     m.id = "bf16_bf16/d4096/b256K#0";
     m.class_name = "bf16_bf16/d4096/b256K";
@@ -265,11 +290,16 @@ TEST(Record, ComesBackAsItWentIn) {
     EXPECT_EQ(back->machine.threads, 4);
     EXPECT_EQ(back->runtime, r.runtime);
     EXPECT_EQ(back->cases.size(), r.cases.size());
+    EXPECT_FALSE(back->cases.front().backward);
+    EXPECT_TRUE(back->cases.back().backward);
     ASSERT_EQ(back->measured.size(), 1u);
     EXPECT_NE(back->find(m.class_name, m.schedule), nullptr);
     EXPECT_DOUBLE_EQ(back->measured[0].score(), 0.75);
     ASSERT_EQ(back->classes.size(), 2u);
     EXPECT_EQ(back->classes[0].params, c.params);
+    EXPECT_FALSE(back->classes[0].klass.backward);
+    EXPECT_TRUE(back->classes[1].klass.backward);
+    EXPECT_EQ(back->classes[1].klass.name, unconfirmed.klass.name);
     EXPECT_EQ(back->classes[0].klass.bytes_max, c.klass.bytes_max);
     EXPECT_EQ(back->classes[0].confirmation.status, c.confirmation.status);
     EXPECT_DOUBLE_EQ(back->classes[0].confirmation.speedup.lower, 1.1);

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "magi2norm/float_codecs.hpp"
 #include "magi2norm/internal.hpp"
 
 namespace {
@@ -129,8 +131,8 @@ TEST(ClassSelection, CallsWithinAClassPlanItsVariants) {
     for (const KernelEntry *k : classes) {
         SCOPED_TRACE(k->name);
         // A CUDA class is planned by the device's capability, which needs a driver: its PTX is
-        // checked by ptxas (label ptx).
-        if (k->backend == Backend::cuda) continue;
+        // checked by ptxas (label ptx). The backward's classes have a test of their own.
+        if (k->backend == Backend::cuda || magi2norm::detail::is_backward(k->form)) continue;
         const std::optional<Geometry> g = call_within(*k);
         if (!g) continue;
         const Call inside(k->in, k->out, g->dim, g->tokens, k->backend);
@@ -159,6 +161,7 @@ TEST(ClassSelection, ARealCallReportsItsClassVariant) {
     for (const KernelEntry *k : classes) {
         if (k->streaming_alignment > 0) continue;  // the policy and the output's address decide those
         if (k->backend == Backend::cuda) continue;  // no CUDA device here
+        if (magi2norm::detail::is_backward(k->form)) continue;  // ABackwardCall... below
         SCOPED_TRACE(k->name);
         const std::optional<Geometry> g = call_within(*k);
         if (!g || g->bytes > (64 << 20)) continue;
@@ -174,6 +177,76 @@ TEST(ClassSelection, ARealCallReportsItsClassVariant) {
         const std::string tag = "_t" + std::to_string(k->tuning_class) + "_";
         EXPECT_NE(ran.find(tag), std::string::npos) << ran;
     }
+}
+
+// Values in [-2, 2) of `dtype`, as raw 16- or 32-bit words, from a fixed sequence.
+std::vector<std::uint32_t> words_of(DType dtype, std::int64_t count, std::uint32_t seed) {
+    std::vector<std::uint32_t> words(static_cast<std::size_t>(count));
+    std::uint32_t state = seed;
+    for (std::int64_t i = 0; i < count; ++i) {
+        state = state * 1664525u + 1013904223u;
+        const float v = static_cast<float>(state >> 8) * (4.0f / 16777216.0f) - 2.0f;
+        words[static_cast<std::size_t>(i)] = dtype == DType::f32   ? magi2norm::detail::f32_bits(v)
+                                             : dtype == DType::bf16 ? magi2norm::f32_to_bf16(v)
+                                                                    : magi2norm::f32_to_f16(v);
+    }
+    return words;
+}
+
+// A backward call (one dy row a dx row, ordinary stores) within a backward class's bounds runs
+// the class's variant, and its dx and weight gradient are the untuned variant's bits: the
+// backward's knobs move tasks and tiles, never a partial's terms.
+TEST(ClassSelection, ABackwardCallWithinAClassRunsItsVariantWithTheUntunedBits) {
+    const std::vector<const KernelEntry *> classes = magi2norm::detail::class_kernels();
+    if (classes.empty()) GTEST_SKIP() << "built without a tuning record: no class variants";
+    int checked = 0;
+    for (const KernelEntry *k : classes) {
+        if (k->form != Form::backward_single || k->streaming_alignment > 0 || k->backend != Backend::cpu) continue;
+        SCOPED_TRACE(k->name);
+        const std::int64_t dim = plannable_dim(k->bounds.dim_min, k->bounds.dim_max);
+        const std::int64_t row_bytes = dim * (element_bytes(k->in) + element_bytes(k->out) + element_bytes(k->dx));
+        const std::int64_t tokens = std::max<std::int64_t>(2, (k->bounds.bytes_min + row_bytes - 1) / row_bytes);
+        ASSERT_LE(tokens * row_bytes, k->bounds.bytes_max);
+        const std::vector<std::int64_t> shape = {tokens, dim};
+        // Stored as 32-bit words, one element each, then packed: 2-byte dtypes take the low halves.
+        const auto packed = [](const std::vector<std::uint32_t> &words, DType dtype) {
+            std::vector<std::uint8_t> bytes(words.size() * static_cast<std::size_t>(element_bytes(dtype)));
+            for (std::size_t i = 0; i < words.size(); ++i) {
+                std::memcpy(bytes.data() + i * static_cast<std::size_t>(element_bytes(dtype)), &words[i],
+                            static_cast<std::size_t>(element_bytes(dtype)));
+            }
+            return bytes;
+        };
+        const std::vector<std::uint8_t> x = packed(words_of(k->in, tokens * dim, 1), k->in);
+        const std::vector<std::uint8_t> dy = packed(words_of(k->out, tokens * dim, 2), k->out);
+        const magi2norm::RMSNorm norm({dim, 1e-6f, 1, 1, k->out});
+        const auto backward = [&](const KernelEntry *instead, std::vector<std::uint8_t> &dx, std::vector<float> &dweight) {
+            dx.assign(static_cast<std::size_t>(tokens * dim * element_bytes(k->dx)), 0xab);
+            dweight.assign(static_cast<std::size_t>(dim), -7.0f);
+            magi2norm::BackwardOptions options;
+            options.dx_dtype = k->dx;
+            magi2norm::detail::run_backward(magi2norm::detail::norm_state_of(norm),
+                                            magi2norm::ConstTensorView(x.data(), k->in, shape),
+                                            magi2norm::ConstTensorView(dy.data(), k->out, shape), magi2norm::Grouping::none(),
+                                            magi2norm::TensorView(dx.data(), k->dx, shape),
+                                            magi2norm::TensorView(dweight.data(), DType::f32, {dim}), options, instead);
+        };
+        std::vector<std::uint8_t> dx, untuned_dx;
+        std::vector<float> dweight, untuned_dweight;
+        backward(nullptr, dx, dweight);
+        const std::string ran = magi2norm::last_variant();
+        EXPECT_NE(ran.find("_t" + std::to_string(k->tuning_class) + "_"), std::string::npos) << ran;
+        const KernelEntry *untuned =
+            magi2norm::detail::untuned_kernel(Backend::cpu, k->in, k->out, k->form, false, 0, k->dx);
+        ASSERT_NE(untuned, nullptr);
+        backward(untuned, untuned_dx, untuned_dweight);
+        EXPECT_EQ(magi2norm::last_variant(), untuned->name);
+        EXPECT_TRUE(dx == untuned_dx) << "dx differs from the untuned variant's";
+        EXPECT_EQ(std::memcmp(dweight.data(), untuned_dweight.data(), dweight.size() * sizeof(float)), 0)
+            << "the weight gradient differs from the untuned variant's";
+        ++checked;
+    }
+    if (checked == 0) GTEST_SKIP() << "no CPU backward class in this build's record";
 }
 
 }  // namespace

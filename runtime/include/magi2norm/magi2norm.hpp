@@ -293,11 +293,14 @@ struct NormConfig {
 };
 
 class Plan;
+class RMSNorm;
 namespace detail {
 struct NormState;
 struct CallPlan;
-// The plan inside a Plan, for the library's own tools (the tuner runs its candidates on it).
+// The plan inside a Plan and the state inside a norm, for the library's own tools (the tuner
+// runs its candidates on them).
 const CallPlan &call_plan_of(const Plan &plan);
+const NormState &norm_state_of(const RMSNorm &norm);
 }  // namespace detail
 
 // One call's geometry, validated once: shapes, strides, dtypes, grouping, backend and stream,
@@ -362,6 +365,7 @@ public:
                   const TensorView &dweight, const BackwardOptions &options = {}) const;
 
 private:
+    friend const detail::NormState &detail::norm_state_of(const RMSNorm &norm);
     NormConfig config_;
     std::shared_ptr<const detail::NormState> state_;  // null once moved from
 };

@@ -92,7 +92,7 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
                                            " elements but num_modality * num_patterns * dim = " + std::to_string(weight_elements));
     }
     p.backend = options.stream.backend ? *options.stream.backend : default_backend();
-    find_backward(p.backend, 0, p.x.dtype, p.out.dtype, g.dx.dtype, false);
+    find_backward(p.backend, 0, p.x.dtype, p.out.dtype, g.dx.dtype, false, CallSize{});
     p.layout = plan_layout(config, p.x, p.out);
     const KernelLayout dx_layout = plan_layout(config, g.dx, p.out);
     check_no_self_overlap(g.dx, "dx");
@@ -491,15 +491,52 @@ std::int64_t partial_block_tokens(Backend backend, std::int64_t token_elements, 
     return std::clamp<std::int64_t>((kBlockElements + token - 1) / token, kMinBlockTokens, std::numeric_limits<std::int32_t>::max());
 }
 
+namespace {
+
+// The variants a call takes (a tuning record's class variants where one serves its size: D and
+// the bytes of x, dy and dx): `kernel` for the dtypes and the dx rows' kind, and on CPUs the
+// streaming-store one choose_cpu_backward may take instead (null where the build has none).
+struct BackwardVariants {
+    const KernelEntry *kernel = nullptr;
+    const KernelEntry *streaming = nullptr;
+};
+BackwardVariants backward_variants(const Geometry &g, int capability) {
+    const auto bytes = [](const CheckedView &v) { return v.count * static_cast<std::int64_t>(dtype_size(v.dtype)); };
+    const CallSize size{g.p.norm->config.dim, bytes(g.p.x) + bytes(g.p.out) + bytes(g.dx)};
+    BackwardVariants v;
+    v.kernel = &find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype, g.heads_per_dx_row > 1, size);
+    v.streaming = find_kernel(g.p.backend, g.p.x.dtype, g.p.out.dtype, Form::backward_single, true, 0, size, g.dx.dtype);
+    return v;
+}
+
+}  // namespace
+
+const KernelEntry &backward_kernel(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy,
+                                   const Grouping &grouping, const TensorView &dx, const TensorView &dweight,
+                                   const BackwardOptions &options) {
+    const Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
+    const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
+    const BackwardVariants v = backward_variants(g, capability);
+    if (g.p.backend != Backend::cpu) return *v.kernel;
+    KernelLayout dx_layout = g.p.layout;
+    dx_layout.out_stride = g.dx_stride;
+    return choose_cpu_backward(*v.kernel, v.streaming, dx_layout, g.dx.dtype, g.dx.count, g.heads_per_dx_row, dx.data);
+}
+
 void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
                   const TensorView &dx, const TensorView &dweight, const BackwardOptions &options) {
+    run_backward(norm, x, dy, grouping, dx, dweight, options, nullptr);
+}
+
+void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
+                  const TensorView &dx, const TensorView &dweight, const BackwardOptions &options, const KernelEntry *instead) {
     install_halide_hooks();
     Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
     check_pointers(g, x.data, dy.data, dx.data, dweight.data, grouping.token_ids());
     const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
-    const KernelEntry &kernel =
-        find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype, g.heads_per_dx_row > 1);
-    const KernelEntry *streaming = find_kernel(g.p.backend, g.p.x.dtype, g.p.out.dtype, Form::backward_single, true, 0, CallSize{}, g.dx.dtype);
+    const BackwardVariants variants = backward_variants(g, capability);
+    const KernelEntry &kernel = *variants.kernel;
+    const KernelEntry *streaming = variants.streaming;
     CallContext call{g.p.gpu_context, g.p.gpu_stream};
     const bool gpu = g.p.backend != Backend::cpu;
     if (!gpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
@@ -517,8 +554,9 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
         KernelLayout dx_layout = geometry.p.layout;
         dx_layout.out_stride = geometry.dx_stride;
         const KernelEntry &chosen =
-            gpu ? kernel
-                : choose_cpu_backward(kernel, streaming, dx_layout, geometry.dx.dtype, geometry.dx.count, geometry.heads_per_dx_row, dxs);
+            instead ? *instead
+            : gpu   ? kernel
+                    : choose_cpu_backward(kernel, streaming, dx_layout, geometry.dx.dtype, geometry.dx.count, geometry.heads_per_dx_row, dxs);
         std::vector<float> sums = gpu ? run_gpu(geometry, chosen, call, xs, dys, dxs, gpu_tables(geometry, sizes, geometry.p.takes_ids ? ids : nullptr))
                                       : run_kernels(geometry, chosen, call, xs, dys, dxs, sizes);
         set_last_variant(chosen.name);

@@ -9,9 +9,20 @@
 
 namespace magi2norm::detail {
 
+struct KernelEntry;
+
 // Throws Error naming the problem before anything is written.
 void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
                   const TensorView &dx, const TensorView &dweight, const BackwardOptions &options);
+
+// For the library's tools: the variant run_backward runs for a call (by its form, dtypes, store
+// kind and tuning class), and run_backward with `instead` in its place (the tuner's candidates,
+// each made for that variant's kind; null: the library's own).
+const KernelEntry &backward_kernel(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy,
+                                   const Grouping &grouping, const TensorView &dx, const TensorView &dweight,
+                                   const BackwardOptions &options);
+void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
+                  const TensorView &dx, const TensorView &dweight, const BackwardOptions &options, const KernelEntry *instead);
 
 // Tokens per block of the weight gradient's partial sums, a function of the shape only, never of
 // the thread count, for tokens of `token_elements` output elements that add `rows` products

@@ -157,6 +157,8 @@ void RMSNorm::backward(const ConstTensorView &x, const ConstTensorView &dy, cons
     detail::run_backward(state_of(state_), x, dy, grouping, dx, dweight, options);
 }
 
+const detail::NormState &detail::norm_state_of(const RMSNorm &norm) { return state_of(norm.state_); }
+
 const detail::CallPlan &detail::call_plan_of(const Plan &plan) {
     if (!plan.call_) throw Error(ErrorCode::config, "this plan is empty: make it with RMSNorm::plan");
     return *plan.call_;

@@ -117,7 +117,8 @@ const KernelEntry &choose_kernel(const CallPlan &p, const void *x, const void *o
 // singleton-head broadcasting, `several_rows`), else one that adds rows; for CUDA the one for the
 // highest capability the device has, as the forward's (find_kernel). dy is in x's dtype or FP32,
 // the forward's outputs (SPEC.md).
-const KernelEntry &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx, bool several_rows) {
+const KernelEntry &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx, bool several_rows,
+                                 CallSize size) {
     if (dy != x && dy != DType::f32) {
         const std::string allowed = x == DType::f32 ? "f32" : std::string(dtype_name(x)) + " or f32";
         throw Error(ErrorCode::dtype, std::string("dy dtype is ") + dtype_name(dy) + "; with a " + dtype_name(x) +
@@ -125,7 +126,7 @@ const KernelEntry &find_backward(Backend backend, int device_capability, DType x
     }
     for (const Form form : {Form::backward_single, Form::backward}) {
         if (several_rows && form == Form::backward_single) continue;
-        if (const KernelEntry *k = find_kernel(backend, x, dy, form, false, device_capability, CallSize{}, dx)) return *k;
+        if (const KernelEntry *k = find_kernel(backend, x, dy, form, false, device_capability, size, dx)) return *k;
     }
     throw Error(ErrorCode::device, std::string("this library has no ") + backend_name(backend) + " backward");
 }

@@ -32,10 +32,12 @@ bool aligned(const void *p, std::uintptr_t alignment);
 // on 4-byte boundaries (whole words).
 const KernelEntry &choose_kernel(const CallPlan &plan, const void *x, const void *out);
 
-// The backward variant for the dtypes, of one dy row a dx row unless `several_rows`
-// (singleton-head broadcasting); Error(dtype) for a dy dtype no forward makes, Error(device) where
-// the library has no backward for the backend.
-const KernelEntry &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx, bool several_rows);
+// The backward variant for the dtypes and a call of `size` (a tuning record's class variant where
+// one serves it), of one dy row a dx row unless `several_rows` (singleton-head broadcasting);
+// Error(dtype) for a dy dtype no forward makes, Error(device) where the library has no backward
+// for the backend.
+const KernelEntry &find_backward(Backend backend, int device_capability, DType x, DType dy, DType dx, bool several_rows,
+                                 CallSize size);
 
 // The CPU backward variant for a call whose dx (`dx_count` elements of `dx_dtype`, laid out as
 // `dx_layout`) is at `dx`: the streaming-store one where the build has it and the call suits it

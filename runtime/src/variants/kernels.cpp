@@ -69,9 +69,10 @@ thread_local const char *t_last_variant = "";
 
 }  // namespace
 
-bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size) {
+bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size, DType dx) {
     return k.tuning_class > 0 && k.backend == backend && k.in == in && k.out == out && k.form == form &&
-           (k.streaming_alignment > 0) == streaming && k.bounds.holds(size) && cpu_runs(k.isa);
+           (k.streaming_alignment > 0) == streaming && (!is_backward(form) || k.dx == dx) && k.bounds.holds(size) &&
+           cpu_runs(k.isa);
 }
 
 const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, bool streaming, int device_capability,
@@ -82,7 +83,7 @@ const KernelEntry *find_kernel(Backend backend, DType in, DType out, Form form, 
         for (const int i : kClassIndex) {
             const KernelEntry &k = kKernels[i];
             if ((backend != Backend::cuda || k.compute_capability <= device_capability) &&
-                serves_class(k, backend, in, out, form, streaming, size)) {
+                serves_class(k, backend, in, out, form, streaming, size, dx)) {
                 return &k;
             }
         }

@@ -31,7 +31,7 @@ constexpr int kForwardForms = 4;  // the forms before `backward`
 constexpr bool is_backward(Form form) { return static_cast<int>(form) >= kForwardForms; }
 
 // What a tuning record's classes of calls are bounded by: the norm's D, and the bytes of the
-// whole call (every input element's plus every output element's).
+// whole call (every input element's plus every output element's: x and y, or x, dy and dx).
 struct CallSize {
     std::int64_t dim = 0;
     std::int64_t bytes = 0;
@@ -62,9 +62,10 @@ struct KernelEntry {
     Isa isa = Isa::any;     // what the CPU must run beyond Halide's own pick (cpu_runs)
 };
 
-// Whether `k` is a class variant of (backend, dtype pair, form, stores) whose bounds hold `size`
-// and whose code this CPU runs (cpu_runs).
-bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size);
+// Whether `k` is a class variant of (backend, dtypes, form, stores) whose bounds hold `size` and
+// whose code this CPU runs (cpu_runs); `dx`: the backward's dx dtype, ignored by the forward's forms.
+bool serves_class(const KernelEntry &k, Backend backend, DType in, DType out, Form form, bool streaming, CallSize size,
+                  DType dx = DType::f32);
 
 // The variant of (backend, dtypes, form, stores) for a call of `size`, forward or backward (`dx`:
 // the backward's dx dtype, ignored by the forward's forms): the first class variant that serves
