@@ -141,6 +141,21 @@ void load_shared_object(Variant &v, const std::string &dir) {
 
 }  // namespace
 
+VariantRequest request_for(const Schedule &schedule, const detail::KernelEntry &library, const std::string &target) {
+    VariantRequest r;
+    r.schedule = schedule;
+    r.in = library.in;
+    r.out = library.out;
+    r.dx = library.dx;
+    r.form = schedule.autoscheduled() ? detail::Form::elements : library.form;
+    r.streaming_alignment = schedule.autoscheduled() ? 0 : library.streaming_alignment;
+    r.native_bf16 = !schedule.autoscheduled() && library.isa == detail::Isa::avx512_bf16;
+    r.target = r.native_bf16 ? MAGI2NORM_X86_BF16_TARGET : target;
+    r.backend = library.backend;
+    r.compute_capability = library.compute_capability;
+    return r;
+}
+
 Variant Compiler::load(const std::string &name, const detail::KernelEntry &entry) const {
     Variant v;
     v.name = name;

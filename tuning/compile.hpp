@@ -44,6 +44,13 @@ struct VariantRequest {
     int compute_capability = 0;
 };
 
+// The request of `schedule` for a case whose library variant is `library`, for `target` (the
+// backend's: this machine's ISA on CPUs): autoschedulers schedule the element form with ordinary stores;
+// the knobs serve the form, store kind and BF16 encoder the library takes for the call (on an
+// AVX-512 BF16 CPU, its native family: the target of that family alone), and the backward's dx
+// dtype, x's. The search and the confirmation make the same candidates so.
+VariantRequest request_for(const Schedule &schedule, const detail::KernelEntry &library, const std::string &target);
+
 struct Variant {
     detail::KernelEntry entry{};  // fn null when it failed
     std::string name;             // its function name, the cache entry's

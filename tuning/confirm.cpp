@@ -55,7 +55,7 @@ Confirmation judge(const std::vector<CaseRounds> &cases) {
 
 bool ships(const Confirmation &c) { return c.status.rfind("shipped", 0) == 0; }
 
-void confirm_picks(Record &record, const Compiler &compiler, const ConfirmOptions &options) {
+void confirm_picks(Record &record, Compiler &compiler, const ConfirmOptions &options) {
     const double end = now() + options.seconds;
     std::vector<ClassResult *> picks;
     for (ClassResult &c : record.classes) {
@@ -75,8 +75,10 @@ void confirm_picks(Record &record, const Compiler &compiler, const ConfirmOption
             if (m.id == klass.best) pick = &m;
         }
         std::vector<std::unique_ptr<CaseBench>> benches;
-        std::vector<detail::KernelEntry> entries;
+        std::vector<detail::KernelEntry> defaults, entries;  // per case: the defaults', the pick's
         std::string failure;
+        Schedule default_schedule;
+        default_schedule.config = default_config(klass.klass.backward ? Scope::cpu_backward : Scope::cpu);
         for (const TuneCase &c : record.cases) {
             if (!failure.empty() || class_of(c).name != klass.klass.name) continue;
             if (!pick || !pick->variants.count(c.id)) {
@@ -84,11 +86,17 @@ void confirm_picks(Record &record, const Compiler &compiler, const ConfirmOption
                 break;
             }
             benches.push_back(std::make_unique<CaseBench>(c, klass.klass, record.machine, Backend::cpu));
-            detail::KernelEntry entry = benches.back()->library_kernel();
+            CaseBench &bench = *benches.back();
+            const detail::KernelEntry entry = bench.library_kernel();
             const Variant v = compiler.load(pick->variants.at(c.id), entry);
+            const Variant d = compiler.make({request_for(default_schedule, entry, record.machine.isa)}).front();
+            const std::vector<unsigned char> expected = bench.output(nullptr);
             if (!v.error.empty()) failure = "cannot load the pick for " + c.id + ": " + v.error;
-            else if (benches.back()->output(&v.entry) != benches.back()->output(nullptr)) failure = "its output on " + c.id + " differs from the library's";
+            else if (!d.error.empty()) failure = "cannot make the defaults for " + c.id + ": " + d.error;
+            else if (bench.output(&v.entry) != expected) failure = "its output on " + c.id + " differs from the library's";
+            else if (bench.output(&d.entry) != expected) failure = "the defaults' output on " + c.id + " differs from the library's";
             entries.push_back(v.entry);
+            defaults.push_back(d.entry);
         }
         if (failure.empty() && benches.empty()) failure = "the record has no case of the class";
         if (!failure.empty()) {
@@ -96,13 +104,13 @@ void confirm_picks(Record &record, const Compiler &compiler, const ConfirmOption
         } else {
             // Rounds from the time left: one round (after the untimed one) of every case, timed.
             const double before = now();
-            for (std::size_t k = 0; k < benches.size(); ++k) benches[k]->measure({nullptr, &entries[k]}, 1, false);
+            for (std::size_t k = 0; k < benches.size(); ++k) benches[k]->measure({&defaults[k], &entries[k]}, 1, false);
             const double round_s = std::max((now() - before) / 2, 1e-6);
             const double share = (end - now()) / static_cast<double>(picks.size() - i);
             const int rounds = static_cast<int>(std::clamp(share / round_s, double(options.min_rounds), double(options.max_rounds)));
             std::vector<CaseRounds> measured;
             for (std::size_t k = 0; k < benches.size(); ++k) {
-                const CaseBench::Times t = benches[k]->measure({nullptr, &entries[k]}, rounds, false);
+                const CaseBench::Times t = benches[k]->measure({&defaults[k], &entries[k]}, rounds, false);
                 measured.push_back({"", t.kernels[0], t.kernels[1]});
             }
             std::size_t k = 0;

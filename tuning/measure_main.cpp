@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
         if (!record) usage("no record at " + record_path);
         if (record->backend != "cpu") usage("--confirm takes a CPU record");
         std::printf("magi2-tune-measure: confirming %zu classes' picks (%.0f s)\n", record->classes.size(), confirm_options.seconds);
-        const Compiler compiler(cache, 1);
+        Compiler compiler(cache, 1);
         confirm_picks(*record, compiler, confirm_options);
         save(*record, record_path);
         std::printf("record: %s\n", record_path.c_str());

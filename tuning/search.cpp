@@ -275,21 +275,7 @@ ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<cons
             const std::string key = schedule_key(s);
             if (run.kernels.count(key) || run.errors.count(key)) continue;
             for (std::size_t i = 0; i < cases.size(); ++i) {
-                VariantRequest r;
-                r.schedule = s;
-                r.in = cases[i]->in;
-                r.out = cases[i]->out;
-                r.dx = cases[i]->in;
-                // Autoschedulers schedule the element form with ordinary stores; the knobs serve
-                // the form, store kind and BF16 encoder the library takes for the call (on an
-                // AVX-512 BF16 CPU, its native family: the target of that family alone).
-                r.form = s.autoscheduled() ? detail::Form::elements : run.library[i]->form;
-                r.streaming_alignment = s.autoscheduled() ? 0 : run.library[i]->streaming_alignment;
-                r.native_bf16 = !s.autoscheduled() && run.library[i]->isa == detail::Isa::avx512_bf16;
-                r.target = r.native_bf16 ? MAGI2NORM_X86_BF16_TARGET : target;
-                r.backend = options_.backend;
-                r.compute_capability = run.library[i]->compute_capability;
-                requests.push_back(r);
+                requests.push_back(request_for(s, *run.library[i], target));
                 slots.emplace_back(key, i);
             }
         }
