@@ -3,16 +3,15 @@
 // the noise favoured (the winner's curse), and its measured win does not come back. So when the
 // search ends, each class's pick and the shipped default are timed again in fresh interleaved
 // rounds, in a process of their own (magi2-tune-measure --confirm, which magi2-tune runs): no
-// buffer, warm cache or allocator layout of the search carries over. The default is timed as the
-// pick is, made by the compiler as a candidate of the default knobs (a single-target shared
-// object), not as the library's own multi-target static variant: the build makes both sides
-// alike, so only the knobs may differ between them, never the object's form (a pick confirmed
-// 1.093x against the library's own variant measured 0.97x in the build, tuning_check.py). The
-// pick ships only where
-// the 95% interval of its speedup over the default (interval.hpp: a t interval over the rounds'
-// log ratios, each round's ratio the mean log over the class's cases) lies above 1 and no case
-// of the class is confirmed slower (its own interval below 1). Every other class ships the
-// default: the build makes no variant for it.
+// buffer, warm cache or allocator layout of the search carries over. The default side is made as
+// the pick is, a candidate of the default knobs (the same generator run, single-target shared
+// object and loading), not the library's own multi-target static variant: the build makes both
+// sides alike, so here too they differ by their knobs alone. What neither side's making removes
+// is the code placement of two objects of the same loops (docs/tuning.md, Confirmation). The
+// pick ships only where the 95% interval of its speedup over the default (interval.hpp: a t
+// interval over the rounds' log ratios, each round's ratio the mean log over the class's cases)
+// lies above 1 and no case of the class is confirmed slower (its own interval below 1). Every
+// other class ships the default: the build makes no variant for it.
 #pragma once
 
 #include <string>
