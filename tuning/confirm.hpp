@@ -6,12 +6,11 @@
 // buffer, warm cache or allocator layout of the search carries over. The default side is made as
 // the pick is, a candidate of the default knobs (the same generator run, single-target shared
 // object and loading), not the library's own multi-target static variant: the build makes both
-// sides alike, so here too they differ by their knobs alone. What neither side's making removes
-// is the code placement of two objects of the same loops (docs/tuning.md, Confirmation). The
-// pick ships only where the 95% interval of its speedup over the default (interval.hpp: a t
-// interval over the rounds' log ratios, each round's ratio the mean log over the class's cases)
-// lies above 1 and no case of the class is confirmed slower (its own interval below 1). Every
-// other class ships the default: the build makes no variant for it.
+// sides alike, so here too they differ by their knobs alone. The pick ships only where the 95%
+// interval of its speedup over the default (interval.hpp: a t interval over the rounds' log
+// ratios, each round's ratio the mean log over the class's cases) lies above 1 and no case of
+// the class is confirmed slower (its own interval below 1). Every other class ships the
+// default: the build makes no variant for it.
 #pragma once
 
 #include <string>
