@@ -232,16 +232,23 @@ struct CaseCalls {
     }
     // The variant the library runs on set 0.
     const detail::KernelEntry &library_kernel() {
-        return detail::backward_kernel(detail::norm_state_of(norm), ConstTensorView(x[0].data(), c.x, c.shape()),
-                                       ConstTensorView(dy[0].data(), c.dy, c.shape()), grouping,
-                                       TensorView(dx[0].data(), c.dx, c.shape()), dweight_view(), options);
+        const Views v = views(0);
+        return detail::backward_kernel(detail::norm_state_of(norm), v.x, v.dy, grouping, v.dx, v.dweight, options);
     }
     void call(std::size_t i, const detail::KernelEntry *instead = nullptr) {
-        detail::run_backward(detail::norm_state_of(norm), ConstTensorView(x[i].data(), c.x, c.shape()),
-                             ConstTensorView(dy[i].data(), c.dy, c.shape()), grouping, TensorView(dx[i].data(), c.dx, c.shape()),
-                             dweight_view(), options, instead);
+        const Views v = views(i);
+        detail::run_backward(detail::norm_state_of(norm), v.x, v.dy, grouping, v.dx, v.dweight, options, instead);
     }
-    TensorView dweight_view() { return TensorView(dweight.data(), DType::f32, {c.modalities * c.dim()}); }
+
+private:
+    struct Views {
+        ConstTensorView x, dy;
+        TensorView dx, dweight;
+    };
+    Views views(std::size_t i) {
+        return {ConstTensorView(x[i].data(), c.x, c.shape()), ConstTensorView(dy[i].data(), c.dy, c.shape()),
+                TensorView(dx[i].data(), c.dx, c.shape()), TensorView(dweight.data(), DType::f32, {c.modalities * c.dim()})};
+    }
 };
 
 void run(benchmark::State &state, const BackwardCase &c) {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "magi2norm/internal.hpp"
 #include "magi2norm/float_codecs.hpp"
@@ -125,14 +127,14 @@ CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const M
     }
     if (case_.num_modality > 1) {
         const std::int64_t t = case_.tokens(), m = case_.num_modality;
-        for (std::int64_t i = 0; i < m; ++i) group_sizes_.push_back(t / m + (i < t % m ? 1 : 0));
+        std::vector<std::int64_t> sizes;  // tokens split evenly
+        for (std::int64_t i = 0; i < m; ++i) sizes.push_back(t / m + (i < t % m ? 1 : 0));
+        grouping_ = Grouping::sizes(std::move(sizes));
     }
     if (case_.backward) {
         dweight_.resize(static_cast<std::size_t>(case_.num_modality * case_.dim()));
-        library_ = &detail::backward_kernel(detail::norm_state_of(norm_), ConstTensorView(inputs_[0].data(), case_.in, case_.shape),
-                                            ConstTensorView(dys_[0].data(), case_.out, case_.shape), grouping(),
-                                            TensorView(outputs_[0].data(), case_.in, case_.shape),
-                                            TensorView(dweight_.data(), DType::f32, {static_cast<std::int64_t>(dweight_.size())}), {});
+        const BackwardViews v = backward_views(0);
+        library_ = &detail::backward_kernel(detail::norm_state_of(norm_), v.x, v.dy, grouping_, v.dx, v.dweight, {});
     } else {
         CallOptions options;
         options.stream.backend = backend;
@@ -147,7 +149,7 @@ CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const M
             memory = Memory::device;
         }
 #endif
-        plan_ = norm_.plan(ConstTensorView(nullptr, case_.in, case_.shape, {}, memory), grouping(),
+        plan_ = norm_.plan(ConstTensorView(nullptr, case_.in, case_.shape, {}, memory), grouping_,
                            TensorView(nullptr, case_.out, case_.shape, {}, memory), options);
         library_ = &detail::choose_kernel(detail::call_plan_of(plan_), in_data(0), out_data(0));
     }
@@ -168,18 +170,16 @@ CaseBench::CaseBench(const TuneCase &tune_case, const ShapeClass &klass, const M
     calls_per_sample_ = static_cast<int>(std::clamp(std::ceil(kSampleSeconds / std::max(one, 1e-9)), 1.0, 100000.0));
 }
 
-Grouping CaseBench::grouping() const { return case_.num_modality > 1 ? Grouping::sizes(group_sizes_) : Grouping::none(); }
-
-void CaseBench::run_backward(const detail::KernelEntry *kernel, std::size_t pair) {
-    detail::run_backward(detail::norm_state_of(norm_), ConstTensorView(inputs_[pair].data(), case_.in, case_.shape),
-                         ConstTensorView(dys_[pair].data(), case_.out, case_.shape), grouping(),
-                         TensorView(outputs_[pair].data(), case_.in, case_.shape),
-                         TensorView(dweight_.data(), DType::f32, {static_cast<std::int64_t>(dweight_.size())}), {}, kernel);
+CaseBench::BackwardViews CaseBench::backward_views(std::size_t pair) {
+    return {ConstTensorView(inputs_[pair].data(), case_.in, case_.shape), ConstTensorView(dys_[pair].data(), case_.out, case_.shape),
+            TensorView(outputs_[pair].data(), case_.in, case_.shape),
+            TensorView(dweight_.data(), DType::f32, {static_cast<std::int64_t>(dweight_.size())})};
 }
 
 void CaseBench::run(const detail::KernelEntry *kernel, std::size_t pair) {
     if (case_.backward) {
-        run_backward(kernel, pair);
+        const BackwardViews v = backward_views(pair);
+        detail::run_backward(detail::norm_state_of(norm_), v.x, v.dy, grouping_, v.dx, v.dweight, {}, kernel);
     } else {
         detail::run_call(detail::call_plan_of(plan_), kernel, in_data(pair), out_data(pair), nullptr);
     }

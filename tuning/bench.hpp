@@ -60,14 +60,18 @@ private:
 
     const TuneCase &case_;
     RMSNorm norm_;
-    std::vector<std::int64_t> group_sizes_;
+    Grouping grouping_ = Grouping::none();  // by sizes where the case has modalities
     Plan plan_;  // a forward case's
     // A backward case's: dy beside each x (inputs_), dx in outputs_, and the weight gradient.
     std::vector<measure::AlignedBuffer> dys_;
     std::vector<float> dweight_;
     std::size_t dy_bytes_ = 0;
-    void run_backward(const detail::KernelEntry *kernel, std::size_t pair);
-    Grouping grouping() const;
+    // The backward call's views of set `pair`.
+    struct BackwardViews {
+        ConstTensorView x, dy;
+        TensorView dx, dweight;
+    };
+    BackwardViews backward_views(std::size_t pair);
     const detail::KernelEntry *library_ = nullptr;
     std::int64_t bytes_ = 0;
     std::size_t in_bytes_ = 0, out_bytes_ = 0;

@@ -99,4 +99,9 @@ ShapeClass class_of(DType in, DType out, std::int64_t dim, std::int64_t bytes, b
 
 ShapeClass class_of(const TuneCase &c) { return class_of(c.in, c.out, c.dim(), c.bytes(), c.backward); }
 
+Scope knob_scope(const ShapeClass &klass, bool gpu) {
+    if (gpu) return Scope::gpu;
+    return klass.backward ? Scope::cpu_backward : Scope::cpu;
+}
+
 }  // namespace magi2norm::tuning

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "knob_space.hpp"
 #include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm::tuning {
@@ -44,5 +45,9 @@ std::vector<TuneCase> model_cases(const std::vector<std::int64_t> &tokens, bool 
 // The class of a call (bytes from 32 MiB up come from memory).
 ShapeClass class_of(DType in, DType out, std::int64_t dim, std::int64_t bytes, bool backward);
 ShapeClass class_of(const TuneCase &c);
+
+// The knobs that schedule a class's calls: the forward's GPU knobs (`gpu`), else the backward's
+// CPU knobs for a backward class, the forward's for the others.
+Scope knob_scope(const ShapeClass &klass, bool gpu);
 
 }  // namespace magi2norm::tuning

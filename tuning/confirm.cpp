@@ -78,7 +78,7 @@ void confirm_picks(Record &record, Compiler &compiler, const ConfirmOptions &opt
         std::vector<detail::KernelEntry> defaults, entries;  // per case: the defaults', the pick's
         std::string failure;
         Schedule default_schedule;
-        default_schedule.config = default_config(klass.klass.backward ? Scope::cpu_backward : Scope::cpu);
+        default_schedule.config = default_config(knob_scope(klass.klass, false));
         for (const TuneCase &c : record.cases) {
             if (!failure.empty() || class_of(c).name != klass.klass.name) continue;
             if (!pick || !pick->variants.count(c.id)) {

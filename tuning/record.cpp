@@ -93,8 +93,6 @@ RatioInterval interval_of(const json &j) {
     return r;
 }
 
-Scope scope_of(const std::string &backend) { return backend == "cpu" ? Scope::cpu : Scope::gpu; }
-
 }  // namespace
 
 double Measured::score() const {
@@ -228,14 +226,17 @@ std::optional<Record> load(const std::string &path) {
         t.num_modality = c.at("num_modality").get<std::int64_t>();
         r.cases.push_back(t);
     }
+    // Each candidate's knobs are those of its class, as the record's cases give it.
+    std::map<std::string, ShapeClass> classes;
+    for (const TuneCase &t : r.cases) classes.emplace(class_of(t).name, class_of(t));
     for (const json &c : j.at("candidates")) {
         Measured x;
         x.id = c.at("id").get<std::string>();
         x.class_name = c.at("class").get<std::string>();
         x.strategy = c.at("strategy").get<std::string>();
-        // A backward class's knobs are the backward's (class_of names its classes "backward/...").
-        const bool backward = x.class_name.rfind("backward/", 0) == 0;
-        x.schedule = schedule_of(c.at("schedule"), backward ? Scope::cpu_backward : scope_of(r.backend));
+        const auto klass = classes.find(x.class_name);
+        const ShapeClass of_candidate = klass != classes.end() ? klass->second : ShapeClass{};  // none: a forward class
+        x.schedule = schedule_of(c.at("schedule"), knob_scope(of_candidate, r.backend != "cpu"));
         x.status = c.at("status").get<std::string>();
         x.compile_seconds = c.at("compile_seconds").get<double>();
         x.variants = c.at("variants").get<std::map<std::string, std::string>>();

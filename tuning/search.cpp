@@ -31,11 +31,6 @@ std::string target_for(Backend backend, const Machine &machine) {
     return backend == Backend::cpu ? machine.isa : gpu_target(backend, machine.compute_capability);
 }
 
-Scope scope_of(Backend backend, const ShapeClass &klass) {
-    if (backend != Backend::cpu) return Scope::gpu;
-    return klass.backward ? Scope::cpu_backward : Scope::cpu;
-}
-
 // Input bytes of a case's call.
 std::int64_t input_bytes(const TuneCase &c) { return c.bytes() / static_cast<std::int64_t>(dtype_size(c.in) + dtype_size(c.out)) *
                                                      static_cast<std::int64_t>(dtype_size(c.in)); }
@@ -48,8 +43,7 @@ std::int64_t input_bytes(const TuneCase &c) { return c.bytes() / static_cast<std
 std::vector<std::string> relevant_knobs(Backend backend, const std::vector<const TuneCase *> &cases,
                                         const std::vector<const detail::KernelEntry *> &library, const Config &incumbent) {
     std::vector<std::string> names;
-    if (backend != Backend::cpu || cases.front()->backward) {
-        const Scope scope = backend != Backend::cpu ? Scope::gpu : Scope::cpu_backward;
+    if (const Scope scope = knob_scope(class_of(*cases.front()), backend != Backend::cpu); scope != Scope::cpu) {
         for (const Knob &k : knobs()) {
             if (k.scope == scope) names.push_back(k.name);
         }
@@ -438,7 +432,7 @@ ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<cons
         if (c.klass.name == klass.name) result = c;
     }
     result.klass = klass;
-    const Config defaults = default_config(scope_of(options_.backend, klass));
+    const Config defaults = default_config(knob_scope(klass, options_.backend != Backend::cpu));
     const auto finish = [&](ClassProgress progress) {
         result.spend.candidates = static_cast<int>(std::count_if(record_.measured.begin(), record_.measured.end(),
                                                                  [&](const Measured &m) { return m.class_name == klass.name; }));

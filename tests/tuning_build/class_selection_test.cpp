@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
-#include "magi2norm/float_codecs.hpp"
 #include "magi2norm/internal.hpp"
+#include "reference/host_tensor.hpp"
 
 namespace {
 
@@ -179,20 +179,6 @@ TEST(ClassSelection, ARealCallReportsItsClassVariant) {
     }
 }
 
-// Values in [-2, 2) of `dtype`, as raw 16- or 32-bit words, from a fixed sequence.
-std::vector<std::uint32_t> words_of(DType dtype, std::int64_t count, std::uint32_t seed) {
-    std::vector<std::uint32_t> words(static_cast<std::size_t>(count));
-    std::uint32_t state = seed;
-    for (std::int64_t i = 0; i < count; ++i) {
-        state = state * 1664525u + 1013904223u;
-        const float v = static_cast<float>(state >> 8) * (4.0f / 16777216.0f) - 2.0f;
-        words[static_cast<std::size_t>(i)] = dtype == DType::f32   ? magi2norm::detail::f32_bits(v)
-                                             : dtype == DType::bf16 ? magi2norm::f32_to_bf16(v)
-                                                                    : magi2norm::f32_to_f16(v);
-    }
-    return words;
-}
-
 // A backward call (one dy row a dx row, ordinary stores) within a backward class's bounds runs
 // the class's variant, and its dx and weight gradient are the untuned variant's bits: the
 // backward's knobs move tasks and tiles, never a partial's terms.
@@ -208,31 +194,25 @@ TEST(ClassSelection, ABackwardCallWithinAClassRunsItsVariantWithTheUntunedBits) 
         const std::int64_t tokens = std::max<std::int64_t>(2, (k->bounds.bytes_min + row_bytes - 1) / row_bytes);
         ASSERT_LE(tokens * row_bytes, k->bounds.bytes_max);
         const std::vector<std::int64_t> shape = {tokens, dim};
-        // Stored as 32-bit words, one element each, then packed: 2-byte dtypes take the low halves.
-        const auto packed = [](const std::vector<std::uint32_t> &words, DType dtype) {
-            std::vector<std::uint8_t> bytes(words.size() * static_cast<std::size_t>(element_bytes(dtype)));
-            for (std::size_t i = 0; i < words.size(); ++i) {
-                std::memcpy(bytes.data() + i * static_cast<std::size_t>(element_bytes(dtype)), &words[i],
-                            static_cast<std::size_t>(element_bytes(dtype)));
-            }
-            return bytes;
-        };
-        const std::vector<std::uint8_t> x = packed(words_of(k->in, tokens * dim, 1), k->in);
-        const std::vector<std::uint8_t> dy = packed(words_of(k->out, tokens * dim, 2), k->out);
+        ref::HostTensor x(k->in, shape), dy(k->out, shape);
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+        for (std::int64_t i = 0; i < x.size(); ++i) {
+            x.set(i, uniform(rng));
+            dy.set(i, uniform(rng));
+        }
         const magi2norm::RMSNorm norm({dim, 1e-6f, 1, 1, k->out});
-        const auto backward = [&](const KernelEntry *instead, std::vector<std::uint8_t> &dx, std::vector<float> &dweight) {
-            dx.assign(static_cast<std::size_t>(tokens * dim * element_bytes(k->dx)), 0xab);
-            dweight.assign(static_cast<std::size_t>(dim), -7.0f);
+        const auto backward = [&](const KernelEntry *instead, ref::HostTensor &dx, ref::HostTensor &dweight) {
+            dx = ref::HostTensor(k->dx, shape);
+            dx.fill_bytes(0xab);
+            dweight = ref::HostTensor(DType::f32, {dim});
+            for (std::int64_t i = 0; i < dim; ++i) dweight.set(i, -7.0f);
             magi2norm::BackwardOptions options;
             options.dx_dtype = k->dx;
-            magi2norm::detail::run_backward(magi2norm::detail::norm_state_of(norm),
-                                            magi2norm::ConstTensorView(x.data(), k->in, shape),
-                                            magi2norm::ConstTensorView(dy.data(), k->out, shape), magi2norm::Grouping::none(),
-                                            magi2norm::TensorView(dx.data(), k->dx, shape),
-                                            magi2norm::TensorView(dweight.data(), DType::f32, {dim}), options, instead);
+            magi2norm::detail::run_backward(magi2norm::detail::norm_state_of(norm), x.view(), dy.view(), magi2norm::Grouping::none(),
+                                            dx.view(), dweight.view(), options, instead);
         };
-        std::vector<std::uint8_t> dx, untuned_dx;
-        std::vector<float> dweight, untuned_dweight;
+        ref::HostTensor dx, untuned_dx, dweight, untuned_dweight;
         backward(nullptr, dx, dweight);
         const std::string ran = magi2norm::last_variant();
         EXPECT_NE(ran.find("_t" + std::to_string(k->tuning_class) + "_"), std::string::npos) << ran;
@@ -241,9 +221,8 @@ TEST(ClassSelection, ABackwardCallWithinAClassRunsItsVariantWithTheUntunedBits) 
         ASSERT_NE(untuned, nullptr);
         backward(untuned, untuned_dx, untuned_dweight);
         EXPECT_EQ(magi2norm::last_variant(), untuned->name);
-        EXPECT_TRUE(dx == untuned_dx) << "dx differs from the untuned variant's";
-        EXPECT_EQ(std::memcmp(dweight.data(), untuned_dweight.data(), dweight.size() * sizeof(float)), 0)
-            << "the weight gradient differs from the untuned variant's";
+        EXPECT_TRUE(dx.bytes() == untuned_dx.bytes()) << "dx differs from the untuned variant's";
+        EXPECT_TRUE(dweight.bytes() == untuned_dweight.bytes()) << "the weight gradient differs from the untuned variant's";
         ++checked;
     }
     if (checked == 0) GTEST_SKIP() << "no CPU backward class in this build's record";

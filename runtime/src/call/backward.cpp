@@ -509,6 +509,15 @@ BackwardVariants backward_variants(const Geometry &g, int capability) {
     return v;
 }
 
+// The variant a call of `g` with its dx at `dx` runs: a GPU's kernel, or on CPUs
+// choose_cpu_backward's pick between the ordinary and the streaming-store one.
+const KernelEntry &chosen_variant(const Geometry &g, const BackwardVariants &v, const void *dx) {
+    if (g.p.backend != Backend::cpu) return *v.kernel;
+    KernelLayout dx_layout = g.p.layout;
+    dx_layout.out_stride = g.dx_stride;
+    return choose_cpu_backward(*v.kernel, v.streaming, dx_layout, g.dx.dtype, g.dx.count, g.heads_per_dx_row, dx);
+}
+
 }  // namespace
 
 const KernelEntry &backward_kernel(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy,
@@ -516,11 +525,7 @@ const KernelEntry &backward_kernel(const NormState &norm, const ConstTensorView 
                                    const BackwardOptions &options) {
     const Geometry g = plan_backward(norm, x, dy, grouping, dx, dweight, options);
     const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
-    const BackwardVariants v = backward_variants(g, capability);
-    if (g.p.backend != Backend::cpu) return *v.kernel;
-    KernelLayout dx_layout = g.p.layout;
-    dx_layout.out_stride = g.dx_stride;
-    return choose_cpu_backward(*v.kernel, v.streaming, dx_layout, g.dx.dtype, g.dx.count, g.heads_per_dx_row, dx.data);
+    return chosen_variant(g, backward_variants(g, capability), dx.data);
 }
 
 void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
@@ -535,8 +540,6 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
     check_pointers(g, x.data, dy.data, dx.data, dweight.data, grouping.token_ids());
     const int capability = g.p.backend == Backend::cuda ? cuda_compute_capability(g.p.gpu_context) : 0;
     const BackwardVariants variants = backward_variants(g, capability);
-    const KernelEntry &kernel = *variants.kernel;
-    const KernelEntry *streaming = variants.streaming;
     CallContext call{g.p.gpu_context, g.p.gpu_stream};
     const bool gpu = g.p.backend != Backend::cpu;
     if (!gpu) resolve_parallel_loop(call, g.p.parallel_loop, g.p.num_threads);
@@ -551,12 +554,7 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
         ids = host_ids.data();
     }
     const auto run = [&](const Geometry &geometry, const void *xs, const void *dys, void *dxs, const std::vector<std::int64_t> &sizes) {
-        KernelLayout dx_layout = geometry.p.layout;
-        dx_layout.out_stride = geometry.dx_stride;
-        const KernelEntry &chosen =
-            instead ? *instead
-            : gpu   ? kernel
-                    : choose_cpu_backward(kernel, streaming, dx_layout, geometry.dx.dtype, geometry.dx.count, geometry.heads_per_dx_row, dxs);
+        const KernelEntry &chosen = instead ? *instead : chosen_variant(geometry, variants, dxs);
         std::vector<float> sums = gpu ? run_gpu(geometry, chosen, call, xs, dys, dxs, gpu_tables(geometry, sizes, geometry.p.takes_ids ? ids : nullptr))
                                       : run_kernels(geometry, chosen, call, xs, dys, dxs, sizes);
         set_last_variant(chosen.name);
