@@ -1,12 +1,12 @@
 """The Python package against PyTorch on the model's norms (SPEC.md's table), in one process with
 interleaved rounds. Passes and rows:
 
-- forward, forward+backward: magi2norm's module (`module`), the same with its outputs from
-  torch.empty instead of the package's pool (`module, torch.empty`), the extension called
-  straight with outputs made once (`library`: the C++ library with no torch layer), the upstream
-  formula eager (`formula eager`) and under torch.compile (`formula inductor`);
-- backward: the library's backward alone from the forward's inverse RMS (`library`) and from its
-  own row sums (`library, own sums`), its bytes x and dy read and dx written.
+- forward, forward+backward: magi2norm's module (`module`), the C++ ops called straight (`op`:
+  forward, normalize_out on an output made once; forward+backward, the forward op and the
+  backward op from its inverse RMS, as a compiled graph calls them), the upstream formula eager
+  (`formula eager`) and under torch.compile (`formula inductor`);
+- backward: the backward op alone from the forward's inverse RMS (`op`) and from its own row
+  sums (`op, own sums`), its bytes x and dy read and dx written.
 
 Each row, in each round, is called once before it is timed, so that it meets the caches as its
 own call leaves them, and each round starts at another row, so that none always follows the copy. Each row:
@@ -27,6 +27,8 @@ import torch
 import magi2norm
 from machine import machine
 from magi2norm import _library
+
+EPS = 1e-6
 
 NORMS = {  # name: (row shape, input dtype, output dtype, modalities allowed)
     "pre_norm": ((3072,), torch.bfloat16, torch.bfloat16, (1, 3)),
@@ -64,16 +66,6 @@ def timed(fn, min_seconds=2e-3):
         count *= 2
 
 
-class TorchEmpty:
-    """Outputs from torch.empty for the duration: the pool's threshold out of reach."""
-
-    def __enter__(self):
-        self.saved, _library._POOL_MIN_BYTES = _library._POOL_MIN_BYTES, float("inf")
-
-    def __exit__(self, *exc):
-        _library._POOL_MIN_BYTES = self.saved
-
-
 def case_calls(name, t, m, pass_name):
     row, in_dtype, out_dtype, _ = NORMS[name]
     dim = row[-1]
@@ -85,46 +77,42 @@ def case_calls(name, t, m, pass_name):
     module.weight.data.normal_(0, 0.1)
     weight = module.weight
     dispatcher = type("Dispatcher", (), {"group_size": sizes})() if m > 1 else None
-    out, dx, dweight = torch.empty((t, *row), dtype=out_dtype), torch.empty_like(x), torch.empty_like(weight)
-    inverse_rms = torch.empty((t, *row[:-1]), dtype=torch.float32)
-    _library.forward(x, weight, sizes, None, dim, 1e-6, m, 1, out, inverse_rms)
+    out = torch.empty((t, *row), dtype=out_dtype)
+    code = _library.dtype_code(out_dtype)
+    w = weight.detach()
+    _, inverse_rms = torch.ops.magi2norm.forward(x, w, sizes, None, dim, EPS, m, 1, code)
 
-    def library_forward(training):
-        _library.forward(x, weight, sizes, None, dim, 1e-6, m, 1, out, inverse_rms if training else None)
-
-    def library_backward(saved=inverse_rms):
-        _library.backward(dy, x, weight, sizes, None, dim, 1e-6, m, 1, dx, dweight, saved)
+    def op_backward(saved=inverse_rms):
+        torch.ops.magi2norm.backward(dy, x, w, saved, sizes, None, dim, EPS, m, 1)
 
     if pass_name == "backward":
-        return ({"library": library_backward, "library, own sums": lambda: library_backward(None)},
-                x.nbytes + dy.nbytes + dx.nbytes)
+        return {"op": op_backward, "op, own sums": lambda: op_backward(None)}, x.nbytes + dy.nbytes + x.nbytes
 
-    def run(fn, context=None):
+    def run(fn):
         def call():
-            with context or torch.enable_grad():
-                if pass_name == "forward":
-                    with torch.no_grad():
-                        fn(x)
-                else:
-                    xr = x.detach().requires_grad_(True)
-                    fn(xr).backward(dy)
-                    weight.grad = None
+            if pass_name == "forward":
+                with torch.no_grad():
+                    fn(x)
+            else:
+                xr = x.detach().requires_grad_(True)
+                fn(xr).backward(dy)
+                weight.grad = None
         return call
 
-    def library_both():
-        # Training writes the inverse RMS for the backward, as the module does under autograd.
-        library_forward(pass_name != "forward")
-        if pass_name != "forward":
-            library_backward()
+    def op():
+        if pass_name == "forward":
+            torch.ops.magi2norm.normalize_out(x, w, sizes, None, dim, EPS, m, 1, out)
+        else:
+            torch.ops.magi2norm.forward(x, w, sizes, None, dim, EPS, m, 1, code)
+            op_backward()
 
     calls = {
         "module": run(lambda xi: module(xi, dispatcher)),
-        "module, torch.empty": run(lambda xi: module(xi, dispatcher), TorchEmpty()),
-        "library": library_both,
-        "formula eager": run(lambda xi: formula(xi, weight, dim, 1e-6, m, sizes, out_dtype)),
-        "formula inductor": run(lambda xi: compiled_formula(xi, weight, dim, 1e-6, m, sizes, out_dtype)),
+        "op": op,
+        "formula eager": run(lambda xi: formula(xi, weight, dim, EPS, m, sizes, out_dtype)),
+        "formula inductor": run(lambda xi: compiled_formula(xi, weight, dim, EPS, m, sizes, out_dtype)),
     }
-    moved = x.nbytes + out.nbytes + (x.nbytes + dy.nbytes + dx.nbytes if pass_name != "forward" else 0)
+    moved = x.nbytes + out.nbytes + (2 * x.nbytes + dy.nbytes if pass_name != "forward" else 0)  # x, dy read, dx written
     return calls, moved
 
 
@@ -142,8 +130,7 @@ def main():
     src, dst = torch.ones(256 << 20, dtype=torch.uint8), torch.empty(256 << 20, dtype=torch.uint8)
     lines = [f"# The PyTorch package against PyTorch ({time.strftime('%Y-%m-%d')})", "",
              "`.venv/bin/python benchmarks/torch_norms.py " + " ".join(sys.argv[1:]) + "`", "",
-             f"Machine: {machine()}; torch {torch.__version__}, {a.threads} threads (torch's and the library's "
-             f"pool); {a.rounds} interleaved rounds, medians. GB/s decimal over the bytes the pass must move "
+             f"Machine: {machine()}; torch {torch.__version__}, {a.threads} threads (torch's); {a.rounds} interleaved rounds, medians. GB/s decimal over the bytes the pass must move "
              "(forward: x, y; forward+backward: also x, dy, dx; backward: x, dy, dx); `of copy`: over "
              "`dst.copy_(src)` of 256 MiB timed in the same rounds (read + write); `module speedup`: "
              "the row's time over the module's.", "",
@@ -157,7 +144,7 @@ def main():
                 for pass_name in a.passes.split(","):
                     calls, moved = case_calls(name, t, m, pass_name)
                     for call in calls.values():
-                        call()  # warm: compile, fault the pages in, fill the pool
+                        call()  # warm: compile, fault the pages in
                     samples = {k: [] for k in calls}
                     copies = []
                     names = list(calls)

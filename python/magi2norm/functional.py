@@ -1,4 +1,5 @@
-"""magi2norm.multi_modality_rms_norm: the kernels where they apply, the plain formula elsewhere."""
+"""magi2norm.multi_modality_rms_norm: the C++ ops where the kernels apply, the plain formula
+elsewhere."""
 from __future__ import annotations
 
 from typing import Optional
@@ -7,7 +8,6 @@ import torch
 
 from . import _library, formula, ops
 
-_KERNEL_DTYPES = frozenset(_library.DTYPE_CODES)
 _cuda_kernels: Optional[bool] = None
 
 
@@ -27,8 +27,9 @@ def kernels_apply(x: torch.Tensor, weight: torch.Tensor, dim: int, num_modality:
     """Whether the library computes this call: its dtypes, ranks 1-4 whose last axis is `dim`, a
     weight of M*P*D elements, the scale rows meeting the input as SPEC.md lists (one row for all;
     P rows over P heads or one broadcast head), tokens on axis 0 when grouped."""
-    return (x.dtype in _KERNEL_DTYPES and weight.dtype in _KERNEL_DTYPES
-            and (out_dtype or x.dtype) in _KERNEL_DTYPES
+    kernel_dtypes = _library.KERNEL_DTYPES
+    return (x.dtype in kernel_dtypes and weight.dtype in kernel_dtypes
+            and (out_dtype or x.dtype) in kernel_dtypes
             and 1 <= x.dim() <= 4 and dim >= 1 and x.shape[-1] == dim
             and weight.numel() == num_modality * num_patterns * dim
             and (num_patterns == 1 or (x.dim() >= 3 and x.shape[-2] in (1, num_patterns)))
@@ -49,17 +50,21 @@ def multi_modality_rms_norm(x: torch.Tensor, weight: torch.Tensor, dim: int, eps
         raise ValueError("modality_dispatcher is required for multimodal RMSNorm")
     elif modality_ids is not None:
         group_sizes = None
-    if kernels_apply(x, weight, dim, num_modality, num_patterns, out_dtype):
-        if x.dim() == 1:
-            x = x.unsqueeze(0)  # upstream's [D] * [1, D] is [1, D]; the library keeps rank 1
-        if torch.compiler.is_compiling():
-            return torch.ops.magi2norm.forward(x, weight, group_sizes, modality_ids, dim, float(eps), num_modality,
-                                               num_patterns, out_dtype)[0]
+    if not kernels_apply(x, weight, dim, num_modality, num_patterns, out_dtype):
+        return formula.multi_modality_rms_norm(x, weight, dim, eps, num_modality, num_patterns, out_dtype,
+                                               group_sizes, modality_ids)
+    if x.dim() == 1:
+        x = x.unsqueeze(0)  # upstream's [D] * [1, D] is [1, D]; the library keeps rank 1
+    eps, code = float(eps), _library.dtype_code(out_dtype)
+    try:
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
-            return ops.EagerNorm.apply(x, weight, group_sizes, modality_ids, dim, float(eps), num_modality,
-                                       num_patterns, out_dtype)
-        # Nothing to differentiate: the kernel alone (the Function costs about 8 us a call).
-        return ops.forward_kernel(x, weight, group_sizes, modality_ids, dim, float(eps), num_modality, num_patterns,
-                                  out_dtype, with_inverse_rms=False)[0]
-    return formula.multi_modality_rms_norm(x, weight, dim, eps, num_modality, num_patterns, out_dtype,
-                                           group_sizes, modality_ids)
+            if torch.compiler.is_compiling():
+                # One op with its autograd, which saves the inverse RMS for the backward.
+                return torch.ops.magi2norm.forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality,
+                                                   num_patterns, code)[0]
+            return ops.EagerNorm.apply(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns,
+                                       code)
+        return torch.ops.magi2norm.normalize(x, weight, group_sizes, modality_ids, dim, eps, num_modality,
+                                             num_patterns, code)
+    except RuntimeError as error:
+        _library.raise_library_error(error)

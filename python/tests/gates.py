@@ -33,3 +33,22 @@ def assert_within_one_ulp(actual, expected, what=""):
     ok = ((_ordered(actual) - _ordered(expected)).abs() <= 1) | nan
     ok &= torch.isnan(actual.float()) == torch.isnan(expected.float())
     assert bool(ok.all()), f"{what}: {int((~ok).sum())} elements more than one ULP off"
+
+
+_CODES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+def assert_forward_kernel_ran(in_dtype, out_dtype):
+    """The calling thread's last library call was a forward variant of this dtype pair."""
+    import magi2norm
+    variant = magi2norm.last_variant()
+    assert variant.startswith("magi2_norm_") and not variant.startswith("magi2_norm_backward"), variant
+    assert variant.endswith(f"_{_CODES[in_dtype]}_{_CODES[out_dtype]}"), variant
+
+
+def assert_backward_kernel_ran(in_dtype, dy_dtype, dx_dtype):
+    """The calling thread's last library call was a backward variant of these dtypes."""
+    import magi2norm
+    variant = magi2norm.last_variant()
+    assert variant.startswith("magi2_norm_backward_"), variant
+    assert variant.endswith(f"_{_CODES[in_dtype]}_{_CODES[dy_dtype]}_{_CODES[dx_dtype]}"), variant

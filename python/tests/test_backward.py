@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import magi2norm
-from gates import assert_close, assert_within_one_ulp
+from gates import assert_backward_kernel_ran, assert_close, assert_within_one_ulp
 from upstream import UpstreamDispatcher, UpstreamNorm
 
 DIM = 80
@@ -41,6 +41,8 @@ def test_fp32_against_autograd_of_the_formula(m, p, t, singleton, seed):
     dispatcher = UpstreamDispatcher(mapping, m)
     xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     ours(xa, dispatcher).backward(dy)
+    if t:
+        assert_backward_kernel_ran(torch.float32, torch.float32, torch.float32)
     theirs(xb, dispatcher).backward(dy)
     assert_close(xa.grad, xb.grad, 2e-5, 2e-5, "dx")
     assert_close(ours.weight.grad, theirs.weight.grad, 2e-5, 2e-5, "dweight")
@@ -67,6 +69,7 @@ def test_low_precision_within_one_ulp(dtype, out_dtype, seed):
     dy = torch.randn(t, DIM, generator=g).to(out_dtype or dtype)
     ids = torch.randint(0, m, (t,), generator=g, dtype=torch.int32)
     ours(x, modality_ids=ids).backward(dy)
+    assert_backward_kernel_ran(dtype, out_dtype or dtype, dtype)
     dx64, dscale64 = float64_gradients(x, dy.float(), ours.weight, m, p, ids)
     assert x.grad.dtype == dtype and ours.weight.grad.dtype == dtype
     assert_within_one_ulp(x.grad, dx64.to(dtype), "dx")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import magi2norm
-from gates import assert_bits_equal, assert_close, assert_within_one_ulp
+from gates import assert_bits_equal, assert_close, assert_forward_kernel_ran, assert_within_one_ulp
 from upstream import UpstreamDispatcher, UpstreamNorm
 
 DTYPE_PAIRS = [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32),
@@ -37,12 +37,17 @@ def inputs(t, p, dtype, seed):
 
 
 def check(ours, theirs, x, out_dtype, ours_kwargs=None, theirs_args=()):
-    """Gate 1 on the FP32 result, gates 2 and 3 on a low-precision output; inputs unchanged."""
+    """Gate 1 on the FP32 result, gates 2 and 3 on a low-precision output, each from the kernel of
+    its dtype pair; inputs unchanged."""
     x_before, w_before = x.clone(), ours.weight.detach().clone()
     with torch.no_grad():
         y = ours(x, **(ours_kwargs or {}))
+        if x.numel():
+            assert_forward_kernel_ran(x.dtype, out_dtype or x.dtype)
         ours.out_dtype = torch.float32
         y32 = ours(x, **(ours_kwargs or {}))
+        if x.numel():
+            assert_forward_kernel_ran(x.dtype, torch.float32)
         ours.out_dtype = out_dtype
         theirs.out_dtype = torch.float32
         ref32 = theirs(x, *theirs_args)
@@ -76,6 +81,8 @@ def test_gates(in_dtype, out_dtype, m, p, t, seed):
     shuffled = x[order]
     with torch.no_grad():
         y = ours(shuffled, modality_ids=mapping[order])
+        if t:
+            assert_forward_kernel_ran(x.dtype, out_dtype)
         ref = theirs(x, dispatcher)[order]
     if out_dtype == torch.float32:
         assert_close(y, ref, 1e-6, 1e-6, "ids")

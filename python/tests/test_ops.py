@@ -9,6 +9,7 @@ from gates import assert_close
 from upstream import UpstreamDispatcher, UpstreamNorm
 
 DIM = 64
+F32, BF16 = magi2norm._library.DTYPE_CODES[torch.float32], magi2norm._library.DTYPE_CODES[torch.bfloat16]
 
 
 def op_args(dtype, grouped):
@@ -26,8 +27,12 @@ def test_opcheck(dtype, grouped):
     x, weight, sizes, ids = op_args(dtype, grouped)
     torch.library.opcheck(torch.ops.magi2norm.forward.default, (x, weight, sizes, ids, DIM, 1e-6, 3, 1, None))
     torch.library.opcheck(torch.ops.magi2norm.forward.default,
-                          (x.requires_grad_(True), weight.requires_grad_(True), sizes, ids, DIM, 1e-6, 3, 1,
-                           torch.float32))
+                          (x.requires_grad_(True), weight.requires_grad_(True), sizes, ids, DIM, 1e-6, 3, 1, F32))
+    torch.library.opcheck(torch.ops.magi2norm.normalize.default,
+                          (x.detach(), weight.detach(), sizes, ids, DIM, 1e-6, 3, 1, BF16))
+    out = torch.empty(6, DIM, dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.magi2norm.normalize_out.default,
+                          (x.detach(), weight.detach(), sizes, ids, DIM, 1e-6, 3, 1, out))
     dy = torch.randn(6, DIM).t().contiguous().t()  # a transposed layout
     _, inverse_rms = torch.ops.magi2norm.forward(x.detach(), weight.detach(), sizes, ids, DIM, 1e-6, 3, 1, None)
     for saved in (None, inverse_rms):
@@ -41,7 +46,7 @@ def test_inverse_rms_is_the_one_the_output_was_scaled_by(dtype):
     it is within FP32 rounding of the float64 formula's; the backward gives the same bits from it
     as from its own row sums."""
     x, weight, sizes, ids = op_args(dtype, grouped=True)
-    y, inverse_rms = torch.ops.magi2norm.forward(x, weight, sizes, ids, DIM, 1e-6, 3, 1, torch.float32)
+    y, inverse_rms = torch.ops.magi2norm.forward(x, weight, sizes, ids, DIM, 1e-6, 3, 1, F32)
     assert inverse_rms.dtype == torch.float32 and inverse_rms.shape == (6,)
     modality = torch.repeat_interleave(torch.arange(3), sizes.long())
     scale = (weight + 1).view(3, DIM)[modality]
@@ -126,3 +131,53 @@ def test_op_autograd_matches_the_eager_function(dtype):
         grads.append((y.detach(), xr.grad, wr.grad))
     for a, b in zip(*grads):
         assert torch.equal(a, b)
+
+
+def test_library_errors_name_the_problem():
+    """A call the library refuses raises magi2norm.Error led by its code, from the op itself
+    (a RuntimeError naming it) and from the module."""
+    x, weight, sizes, ids = op_args(torch.float32, grouped=True)
+    with pytest.raises(RuntimeError, match="magi2norm.Error: weight"):
+        torch.ops.magi2norm.normalize(x, weight[:-1], sizes, None, DIM, 1e-6, 3, 1, None)
+    with pytest.raises(RuntimeError, match="magi2norm.Error: dtype"):
+        torch.ops.magi2norm.normalize(x, weight, sizes, None, DIM, 1e-6, 3, 1, 7)
+    out = torch.full((6, DIM), 5.0)
+    with pytest.raises(RuntimeError, match="magi2norm.Error: grouping"):
+        torch.ops.magi2norm.normalize_out(x, weight, torch.tensor([1, 1, 1]), None, DIM, 1e-6, 3, 1, out)
+    assert bool((out == 5).all())  # the output untouched
+
+
+def test_normalize_out_writes_the_given_output():
+    x, weight, sizes, ids = op_args(torch.bfloat16, grouped=False)
+    out = torch.empty(6, DIM, dtype=torch.float32)
+    assert torch.ops.magi2norm.normalize_out(x, weight, None, ids, DIM, 1e-6, 3, 1, out) is None
+    assert torch.equal(out, torch.ops.magi2norm.normalize(x, weight, None, ids, DIM, 1e-6, 3, 1, F32))
+
+
+def test_weight_updates_are_seen():
+    """The ops keep one norm per weight tensor and version: an in-place update (an optimizer
+    step) is seen, and a new weight in the address of a freed one is never taken for it."""
+    x, weight, sizes, _ = op_args(torch.float32, grouped=True)
+    first = torch.ops.magi2norm.normalize(x, weight, sizes, None, DIM, 1e-6, 3, 1, None)
+    with torch.no_grad():
+        weight.mul_(2)
+    second = torch.ops.magi2norm.normalize(x, weight, sizes, None, DIM, 1e-6, 3, 1, None)
+    expected = torch.ops.magi2norm.normalize(x, weight.clone(), sizes, None, DIM, 1e-6, 3, 1, None)
+    assert not torch.equal(first, second) and torch.equal(second, expected)
+    for seed in range(4):  # fresh weights, which an allocator may place where the last one was
+        w = torch.randn(3 * DIM, generator=torch.Generator().manual_seed(seed))
+        y = torch.ops.magi2norm.normalize(x, w, sizes, None, DIM, 1e-6, 3, 1, None)
+        assert torch.equal(y, torch.ops.magi2norm.normalize(x, w.clone(), sizes, None, DIM, 1e-6, 3, 1, None))
+        del w
+    assert magi2norm.clear_norms() > 0
+
+
+def test_inference_mode_weights():
+    """Inference tensors have no version counter (nor do an AOTInductor package's constants): their
+    norm is kept by the tensor alone, and the results are the same as outside inference mode."""
+    x, weight, sizes, _ = op_args(torch.bfloat16, grouped=True)
+    expected = torch.ops.magi2norm.normalize(x, weight, sizes, None, DIM, 1e-6, 3, 1, F32)
+    with torch.inference_mode():
+        w = weight.clone()
+        for _ in range(2):
+            assert torch.equal(torch.ops.magi2norm.normalize(x, w, sizes, None, DIM, 1e-6, 3, 1, F32), expected)
