@@ -7,9 +7,9 @@
 #                                       # package, packed into gpu_bundle.tar.gz (under 48 MiB,
 #                                       # checked: a device call carries at most 64 MiB)
 #   bash scripts/gpu_check.sh run       # there (carry gpu_bundle.tar.gz): the forward's and the
-#                                       # backward's contract suites on CUDA, the Python package
-#                                       # built against the carried library and its tests (CUDA
-#                                       # ones included), then every MAGI-2 norm at T = 16384 and
+#                                       # backward's contract suites on CUDA, the Python package's
+#                                       # wheel built against the carried library, installed, and
+#                                       # its tests (CUDA ones included), then every MAGI-2 norm at T = 16384 and
 #                                       # 65536, forward and backward, against a device-to-device
 #                                       # copy, PyTorch eager and torch.compile (autograd for the
 #                                       # backward), two tables, and the GPU tuning batch's times
@@ -77,12 +77,13 @@ run)
   echo "== the backward's contract suite on the cuda backend (host views staged through the device)"
   MAGI2NORM_BACKEND=cuda timeout 120 "$bundle/magi2norm_backward_gpu_tests" --gtest_brief=1 | tail -n 30 ||
     { failed=1; echo "gpu_check: the backward suite FAILED on cuda"; }
-  echo "== the Python package, built against the carried library, and its tests (CUDA included)"
+  echo "== the Python package's wheel, built against the carried library and this torch, installed, and its tests (CUDA included)"
   python3 -m pytest --version >/dev/null 2>&1 ||
     python3 -m pip install -q --no-index --find-links "$bundle/wheels" pytest || true
-  timeout 240 python3 -m pip install -q --no-build-isolation --no-deps \
+  timeout 240 python3 -m pip wheel -q --no-build-isolation --no-deps -w "$bundle/dist" \
     -C "cmake.define.CMAKE_PREFIX_PATH=$PWD/$bundle/prefix" \
     -C "cmake.define.MAGI2NORM_DLPACK_INCLUDE_DIR=$PWD/$bundle/include" ./python &&
+    python3 -m pip install -q --no-deps --force-reinstall "$bundle"/dist/magi2norm-*.whl &&
     timeout 300 python3 -m pytest -q python/tests | tail -n 15 ||
     { failed=1; echo "gpu_check: the Python package FAILED"; }
   echo "== benchmark (device memory, caller's stream)"

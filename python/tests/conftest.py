@@ -11,6 +11,7 @@ import magi2norm  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "formula: the test expects the plain formula, not the kernels, for some calls")
+    config.addinivalue_line("markers", "compiler: the test compiles C++ (inductor, AOTInductor, a C++ host)")
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ import magi2norm
 from gates import assert_bits_equal
 
 TOKENS, WIDTH, HEADS = 24, 256, 4
+pytestmark = pytest.mark.compiler
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -1,11 +1,12 @@
-"""CUDA tensors (skipped without a GPU; scripts/gpu_check.sh runs them where one is lent): CPU
-and CUDA within the contract, the ops' inverse RMS, a side stream, CUDA graph capture and
+"""CUDA tensors (skipped without a GPU; scripts/gpu_check.sh runs them where one is lent): CUDA
+against the upstream formula and against the CPU within the contract, the ops' inverse RMS, a side stream, CUDA graph capture and
 replay, module.to("cuda"), a device other than 0."""
 import pytest
 import torch
 
 import magi2norm
-from gates import assert_close, assert_within_one_ulp
+from gates import assert_close, assert_forward_kernel_ran, assert_within_one_ulp
+from upstream import UpstreamNorm
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and magi2norm.cuda_available()),
                                 reason="no CUDA device, or the library's CUDA backend cannot run")
@@ -26,6 +27,15 @@ def test_cpu_and_cuda_agree_forward_and_backward():
     ids = torch.randint(0, 3, (64,), dtype=torch.int32)
     xa, xb = x.clone().requires_grad_(True), x.cuda().requires_grad_(True)
     ya, yb = cpu(xa, modality_ids=ids), gpu(xb, modality_ids=ids.cuda())
+    assert_forward_kernel_ran(torch.bfloat16, torch.bfloat16)
+    assert magi2norm.last_variant().startswith("magi2_norm_cuda"), magi2norm.last_variant()
+    formula = UpstreamNorm(DIM, num_modality=3, out_dtype=torch.bfloat16)
+    formula.load_state_dict(cpu.state_dict())
+    order = torch.argsort(ids, stable=True)
+    dispatcher = magi2norm.ModalityDispatcher(ids, 3)
+    with torch.no_grad():
+        expected = formula(x[order], dispatcher)[torch.argsort(order)]
+    assert_within_one_ulp(yb.detach().cpu(), expected, "forward against the formula")
     assert_within_one_ulp(yb.cpu(), ya.detach(), "forward")
     dy = torch.randn(64, DIM).to(torch.bfloat16)
     ya.backward(dy)
@@ -40,7 +50,8 @@ def test_inverse_rms_on_cuda():
     x = torch.randn(48, DIM, device="cuda").to(torch.bfloat16)
     weight = torch.randn(3 * DIM, device="cuda") * 0.3
     sizes = torch.tensor([20, 0, 28], dtype=torch.int32)
-    y, inverse_rms = torch.ops.magi2norm.forward(x, weight, sizes, None, DIM, 1e-6, 3, 1, torch.float32)
+    f32 = magi2norm._library.DTYPE_CODES[torch.float32]
+    y, inverse_rms = torch.ops.magi2norm.forward(x, weight, sizes, None, DIM, 1e-6, 3, 1, f32)
     scale = (weight + 1).view(3, DIM)[torch.repeat_interleave(torch.arange(3), sizes.long()).cuda()]
     assert torch.equal(y, (x.float() * inverse_rms[:, None]) * scale)
     dy = torch.randn(48, DIM, device="cuda").to(torch.bfloat16)

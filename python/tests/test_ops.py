@@ -81,7 +81,7 @@ def block_pair(m):
     return ours, theirs
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.compiler)])
 def test_compiled_forward_and_backward(backend):
     torch._dynamo.reset()
     ours, theirs = block_pair(3)
