@@ -2,9 +2,8 @@
 torch op (a [256, 256] torch.mm, as a GEMM precedes every norm in the model), in one process with
 interleaved rounds, 2 threads. Tables:
 
-- after a torch op: the time each form of the norm adds to a loop of mm calls (the loop of mm
-  with the norm, less the loop of mm alone, timed side by side), against the op on a
-  preallocated output called alone (`kernel alone`: torch.ops.magi2norm.normalize_out in a
+- after a torch op: each form of the norm timed right after the mm (a loop of both, the norm's
+  calls timed alone), against the op on a preallocated output called alone (`kernel alone`: torch.ops.magi2norm.normalize_out in a
   loop of its own), for the module forward (no grad), the module forward + backward, and the
   formula eager and under torch.compile (inductor), forward and forward + backward;
 - first result: a fresh process's import and first call, against the formula's first call under
@@ -24,25 +23,18 @@ import torch
 from torch import nn
 
 import magi2norm
+from bench_json import write_page
 from machine import machine
-from torch_norms import NORMS, compiled_formula, formula, timed
+from torch_norms import NORMS, Case, compiled_formula, formula, timed
 
 EPS = 1e-6
 
 
 def norm_calls(name, t, m):
     """The forms of one norm call on fresh inputs of T tokens: a dict of name -> call."""
-    row, in_dtype, out_dtype, _ = NORMS[name]
-    dim = row[-1]
-    g = torch.Generator().manual_seed(t)
-    x = torch.randn((t, *row), generator=g).to(in_dtype)
-    dy = torch.randn((t, *row), generator=g).to(out_dtype)
-    sizes = torch.tensor([t // 2, t // 4, t - t // 2 - t // 4], dtype=torch.int32) if m > 1 else None
-    module = magi2norm.MultiModalityRMSNorm(dim, num_modality=m, out_dtype=out_dtype)
-    module.weight.data.normal_(0, 0.1)
-    weight = module.weight
-    dispatcher = type("Dispatcher", (), {"group_size": sizes})() if m > 1 else None
-    out = torch.empty((t, *row), dtype=out_dtype)
+    c = Case(name, t, m)
+    x, dy, sizes, module, dispatcher, out = c.x, c.dy, c.sizes, c.module, c.dispatcher, c.out
+    dim, out_dtype, weight = c.dim, c.out_dtype, c.module.weight
     xr = x.detach().requires_grad_(True)
 
     def kernel():
@@ -69,12 +61,23 @@ def norm_calls(name, t, m):
             "formula inductor, fwd+bwd": training(inductor)}
 
 
+def after(op, call, min_seconds=5e-3):
+    """Seconds of one `call` right after `op`: a loop of both, timing the calls alone."""
+    count, spent, start = 0, 0.0, time.perf_counter()
+    while count < 3 or time.perf_counter() - start < min_seconds:
+        op()
+        begin = time.perf_counter()
+        call()
+        spent += time.perf_counter() - begin
+        count += 1
+    return spent / count
+
+
 def after_torch_op(a, lines):
     lines += ["## Each norm right after a torch op", "",
-              "Microseconds a norm call adds to a loop of [256, 256] `torch.mm` calls (its loop with the mm, "
-              "less the mm's loop, timed in the same rounds); `kernel alone`: the op on a preallocated output "
-              "in a loop of its own, no torch op between calls. `module - kernel`: the module forward's "
-              "time after the mm less the kernel's alone.", "",
+              "Microseconds of a norm call right after a [256, 256] `torch.mm` (a loop of both, each norm call "
+              "timed alone); `kernel alone`: the op on a preallocated output in a loop of its own, no torch op "
+              "between calls. `module - kernel`: the module forward's time after the mm less the kernel's alone.", "",
               "| norm | M | T | kernel alone | module | module, fwd+bwd | formula eager | formula inductor | "
               "formula eager, fwd+bwd | formula inductor, fwd+bwd | module - kernel |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -86,19 +89,16 @@ def after_torch_op(a, lines):
                 continue
             for t in (int(v) for v in a.tokens.split(",")):
                 calls = norm_calls(name, t, m)
-                paired = {k: (lambda c=c: (mm(), c())) if k != "kernel alone" else c for k, c in calls.items()}
-                paired["mm alone"] = mm
-                for call in paired.values():
+                for call in calls.values():
                     call()
                     call()  # compile, fault the pages in
-                samples = {k: [] for k in paired}
-                names = list(paired)
+                samples = {k: [] for k in calls}
+                names = list(calls)
                 for r in range(a.rounds):
                     for k in names[r % len(names):] + names[:r % len(names)]:
-                        paired[k]()
-                        samples[k].append(timed(paired[k], 5e-3))
-                med = {k: statistics.median(v) for k, v in samples.items()}
-                added = {k: (med[k] - (med["mm alone"] if k != "kernel alone" else 0)) * 1e6 for k in calls}
+                        calls[k]()
+                        samples[k].append(timed(calls[k], 5e-3) if k == "kernel alone" else after(mm, calls[k]))
+                added = {k: statistics.median(v) * 1e6 for k, v in samples.items()}
                 cells = " | ".join(f"{added[k]:.1f}" for k in calls)
                 lines.append(f"| {name} | {m} | {t} | {cells} | {added['module'] - added['kernel alone']:.1f} |")
                 print(lines[-1], flush=True)
@@ -122,9 +122,12 @@ if "{form}" == "module":
     with torch.no_grad():
         norm(x, dispatcher)
 else:
-    sys_path = {path!r}
-    import sys; sys.path.insert(0, sys_path)
-    from torch_norms import compiled_formula
+    def formula(x, weight, dim, eps, m, sizes, out_dtype):  # torch_norms.formula
+        n = x.float()
+        n = n * torch.rsqrt(n.square().mean(-1, keepdim=True) + eps)
+        rows = (weight.view(m, 1, dim) + 1.0).repeat_interleave(sizes, dim=0, output_size=x.shape[0])
+        return (n * rows.view(x.shape[0], dim)).to(out_dtype)
+    compiled_formula = torch.compile(formula, dynamic=True)
     imported = time.perf_counter()
     compiled_formula(x, weight, 3072, 1e-6, 3, sizes, torch.bfloat16)
 done = time.perf_counter()
@@ -134,12 +137,12 @@ print(imported - ready, done - imported)
 
 def first_result(a, lines):
     lines += ["## Time to first result in a fresh process", "",
-              "Pre-norm, T = 256, M = 3, bf16: seconds from torch's import to the package's import (or the formula's "
-              "definition), and from there to the first result; medians of 3 fresh processes.", "",
+              "Pre-norm, T = 256, M = 3, bf16, after `import torch`: seconds to import the package (or define the "
+              "compiled formula), and from there to the first result; medians of 3 fresh processes (inductor's "
+              "cache is the machine's: a warm cache shortens its first call).", "",
               "| form | import | first call |", "|---|---|---|"]
-    here = sys.path[0]
     for form in ("module", "formula inductor"):
-        runs = [list(map(float, subprocess.run([sys.executable, "-c", FIRST_CALL.format(form=form, path=here)],
+        runs = [list(map(float, subprocess.run([sys.executable, "-c", FIRST_CALL.format(form=form)],
                                                check=True, capture_output=True, text=True).stdout.split()))
                 for _ in range(3)]
         lines.append(f"| {form} | {statistics.median(r[0] for r in runs):.3f} s | "
@@ -180,43 +183,47 @@ class Layer(nn.Module):
         return x + self.out((q * k).reshape(x.shape[0], -1) + v)
 
 
+def model_step(norm, x, dispatcher, width, heads, layers):
+    """A model of `norm` layers: its step(grad) and the list its norms' forward times go to."""
+    torch.manual_seed(1)
+    model = nn.ModuleList(Layer(norm, width, heads) for _ in range(layers))
+    spent = []
+
+    def start(module, args):
+        spent.append(-time.perf_counter())
+
+    def end(module, args, output):
+        spent[-1] += time.perf_counter()
+
+    for module in model.modules():
+        if isinstance(module, norm):
+            module.register_forward_pre_hook(start)
+            module.register_forward_hook(end)
+
+    def step(grad=True):
+        with torch.set_grad_enabled(grad):
+            h = x.detach().requires_grad_(grad)
+            for layer in model:
+                h = layer(h, dispatcher)
+            if grad:
+                h.float().square().mean().backward()
+                model.zero_grad(set_to_none=True)
+    return step, spent
+
+
 def in_a_model(a, lines, width=1536, heads=12, layers=4, tokens=512):
     lines += ["## Norms inside a model", "",
               f"{layers} layers of pre-norm, QKV projection, Q/K norm and output projection (width {width}, {heads} "
-              f"heads, M = 3 by group sizes, T = {tokens}, bf16), one training step (forward, backward); the norms' "
-              "own time per step (from each norm call's start to its end, and each norm's backward node, by "
-              "hooks), and the step's; medians of the rounds.", "",
+              f"heads, M = 3 by group sizes, T = {tokens}, bf16): the norms' own forward time in a training step "
+              "(from each norm call's start to its end, by forward hooks), the training step's time (forward, "
+              "backward) and an inference step's (no grad); medians of the rounds.", "",
               "| norms | norms' forward per step | step (forward + backward) | step, no grad |", "|---|---|---|---|"]
     torch.manual_seed(0)
     x = torch.randn(tokens, width).to(torch.bfloat16)
     sizes = torch.tensor([tokens // 2, tokens // 4, tokens - tokens // 2 - tokens // 4], dtype=torch.int32)
     dispatcher = magi2norm.ModalityDispatcher(torch.repeat_interleave(torch.arange(3, dtype=torch.int32), sizes.long()), 3)
-    results = {}
-    for label, norm in (("upstream formula", UpstreamNorm), ("magi2norm module", magi2norm.MultiModalityRMSNorm)):
-        torch.manual_seed(1)
-        model = nn.ModuleList(Layer(norm, width, heads) for _ in range(layers))
-        spent = []
-
-        def start(module, args):
-            spent.append(-time.perf_counter())
-
-        def end(module, args, output):
-            spent[-1] += time.perf_counter()
-
-        for module in model.modules():
-            if isinstance(module, norm):
-                module.register_forward_pre_hook(start)
-                module.register_forward_hook(end)
-
-        def step(grad=True):
-            with torch.set_grad_enabled(grad):
-                h = x.requires_grad_(grad)
-                for layer in model:
-                    h = layer(h, dispatcher)
-                if grad:
-                    h.float().square().mean().backward()
-                    model.zero_grad(set_to_none=True)
-        results[label] = (step, spent)
+    results = {label: model_step(norm, x, dispatcher, width, heads, layers)
+               for label, norm in (("upstream formula", UpstreamNorm), ("magi2norm module", magi2norm.MultiModalityRMSNorm))}
     for step, _ in results.values():
         step()
         step(False)
@@ -255,12 +262,7 @@ def main():
     after_torch_op(a, lines)
     first_result(a, lines)
     in_a_model(a, lines)
-    text = "\n".join(lines) + "\n"
-    if a.output:
-        with open(a.output, "w") as f:
-            f.write(text)
-    else:
-        print(text)
+    write_page(lines, a.output)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import time
 import torch
 
 import magi2norm
+from bench_json import write_page
 from machine import machine
 from magi2norm import _library
 
@@ -49,7 +50,10 @@ def formula(x, weight, dim, eps, m, sizes, out_dtype):
     return (n * rows.view(x.shape[0], *([1] * (x.dim() - 2)), dim)).to(out_dtype)
 
 
-# One compiled function for every case: dynamic shapes, so a new token count reuses its graph.
+# One compiled function for every case: dynamic shapes, so a new token count reuses its graph;
+# room for a graph per norm, M and pass, the weights' sizes differing.
+torch._dynamo.config.recompile_limit = 64
+torch._dynamo.config.force_parameter_static_shapes = False
 compiled_formula = torch.compile(formula, dynamic=True)
 
 
@@ -66,18 +70,27 @@ def timed(fn, min_seconds=2e-3):
         count *= 2
 
 
+class Case:
+    """One norm call's inputs: x and dy of T tokens, the group sizes (M > 1), the module with a
+    random weight, a dispatcher of those sizes and an output made once."""
+
+    def __init__(self, name, t, m):
+        row, in_dtype, self.out_dtype, _ = NORMS[name]
+        self.dim = row[-1]
+        g = torch.Generator().manual_seed(t)
+        self.x = torch.randn((t, *row), generator=g).to(in_dtype)
+        self.dy = torch.randn((t, *row), generator=g).to(self.out_dtype)
+        self.sizes = torch.tensor([t // 2, t // 4, t - t // 2 - t // 4], dtype=torch.int32) if m > 1 else None
+        self.module = magi2norm.MultiModalityRMSNorm(self.dim, num_modality=m, out_dtype=self.out_dtype)
+        self.module.weight.data.normal_(0, 0.1)
+        self.dispatcher = type("Dispatcher", (), {"group_size": self.sizes})() if m > 1 else None
+        self.out = torch.empty((t, *row), dtype=self.out_dtype)
+
+
 def case_calls(name, t, m, pass_name):
-    row, in_dtype, out_dtype, _ = NORMS[name]
-    dim = row[-1]
-    g = torch.Generator().manual_seed(t)
-    x = torch.randn((t, *row), generator=g).to(in_dtype)
-    dy = torch.randn((t, *row), generator=g).to(out_dtype)
-    sizes = torch.tensor([t // 2, t // 4, t - t // 2 - t // 4], dtype=torch.int32) if m > 1 else None
-    module = magi2norm.MultiModalityRMSNorm(dim, num_modality=m, out_dtype=out_dtype)
-    module.weight.data.normal_(0, 0.1)
-    weight = module.weight
-    dispatcher = type("Dispatcher", (), {"group_size": sizes})() if m > 1 else None
-    out = torch.empty((t, *row), dtype=out_dtype)
+    c = Case(name, t, m)
+    x, dy, sizes, module, dispatcher, out = c.x, c.dy, c.sizes, c.module, c.dispatcher, c.out
+    dim, out_dtype, weight = c.dim, c.out_dtype, c.module.weight
     code = _library.dtype_code(out_dtype)
     w = weight.detach()
     _, inverse_rms = torch.ops.magi2norm.forward(x, w, sizes, None, dim, EPS, m, 1, code)
@@ -162,12 +175,7 @@ def main():
                         lines.append(f"| {name} | {m} | {t} | {pass_name} | {k} | {seconds * 1e6:.1f} us | "
                                      f"{rate / 1e9:.1f} | {rate / copy_rate:.2f} | {speedup} |")
                     print("\n".join(lines[-len(med):]), flush=True)
-    text = "\n".join(lines) + "\n"
-    if a.output:
-        with open(a.output, "w") as f:
-            f.write(text)
-    else:
-        print(text)
+    write_page(lines, a.output)
 
 
 if __name__ == "__main__":

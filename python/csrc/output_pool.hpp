@@ -1,8 +1,8 @@
 // Large CPU outputs in warm blocks: a fresh allocation of an activation's size is an mmap whose
-// first write faults every page in (the pre-norm's forward at T = 4096 took 3x as long into a
-// fresh tensor as into a reused one, docs/python.md), so outputs of kMinPooledBytes or more come
-// from blocks kept mapped when torch frees them, up to MAGI2NORM_POOL_BYTES (4 GiB by default,
-// older sizes evicted). torch owns such a tensor through torch_from_blob with a deleter, which
+// first write faults every page in (the module's pre-norm forward at T = 4096 took 2.6x as
+// long into torch's fresh tensors as from this pool, docs/python.md), so outputs of
+// kMinPooledBytes or more come from blocks kept mapped when torch frees them, up to
+// MAGI2NORM_POOL_BYTES (4 GiB by default, older sizes evicted). torch owns such a tensor through torch_from_blob with a deleter, which
 // torch 2.11 added to the stable ABI: under 2.10 (no such symbol) every output is torch's own.
 #pragma once
 

@@ -9,6 +9,8 @@ import torch
 from . import _library, formula, ops
 
 _cuda_kernels: Optional[bool] = None
+# The ops' overloads, resolved once: a call through torch.ops' namespaces resolves them each time.
+_forward, _normalize = torch.ops.magi2norm.forward.default, torch.ops.magi2norm.normalize.default
 
 
 def _device_supported(device: torch.device) -> bool:
@@ -60,11 +62,9 @@ def multi_modality_rms_norm(x: torch.Tensor, weight: torch.Tensor, dim: int, eps
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
             if torch.compiler.is_compiling():
                 # One op with its autograd, which saves the inverse RMS for the backward.
-                return torch.ops.magi2norm.forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality,
-                                                   num_patterns, code)[0]
+                return _forward(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, code)[0]
             return ops.EagerNorm.apply(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns,
                                        code)
-        return torch.ops.magi2norm.normalize(x, weight, group_sizes, modality_ids, dim, eps, num_modality,
-                                             num_patterns, code)
+        return _normalize(x, weight, group_sizes, modality_ids, dim, eps, num_modality, num_patterns, code)
     except RuntimeError as error:
         _library.raise_library_error(error)
