@@ -64,8 +64,8 @@ magi2norm::Grouping grouping_of(const Tensor &x, const std::optional<Tensor> &gr
         const bool ready = modality_ids->scalar_type() == ScalarType::Int && modality_ids->is_contiguous() &&
                            modality_ids->is_cuda() == x.is_cuda() &&
                            modality_ids->get_device_index() == x.get_device_index();
-        held = ready ? *modality_ids : torch::stable::to(*modality_ids, ScalarType::Int, std::nullopt, x.device());
-        held = torch::stable::contiguous(*held);
+        held = ready ? *modality_ids
+                     : torch::stable::contiguous(torch::stable::to(*modality_ids, ScalarType::Int, std::nullopt, x.device()));
         return magi2norm::Grouping::ids(static_cast<const std::int32_t *>(held->data_ptr()), held->numel(),
                                         memory_of(*held));
     }

@@ -13,7 +13,9 @@ inverse_rms is FP32, y's shape without its last axis: each row's 1 / sqrt(mean s
 value y was scaled by, bit for bit; the backward takes it instead of summing the rows' squares
 again (None: it sums them) and gives the same bits either way. Grouping goes in as tensors (group
 sizes, or per-token ids in any token order), so that new sizes never recompile a compiled graph.
-Torch allocates every output; on CUDA the library runs on the current stream of x's device.
+Outputs are torch's (large CPU ones from the ops' pool of warm blocks); on CUDA the library runs
+on the current stream of x's device. The backward op takes dy in x's dtype or FP32, and converts
+another (exactly, for the 16-bit ones) to FP32.
 
 Eager training takes `EagerNorm`, an autograd.Function over normalize and backward: an op's
 autograd registered from Python dispatches through Python on every call (docs/python.md).
@@ -66,11 +68,6 @@ def _backward_fake(dy, x, weight, inverse_rms, group_sizes, modality_ids, dim, e
     return x.new_empty(x.shape), weight.new_empty(weight.shape)
 
 
-def _dy_for_library(dy, x):
-    """The library takes dy in x's dtype or FP32 (any other dtype converts exactly to FP32)."""
-    return dy if dy.dtype in (x.dtype, torch.float32) else dy.float()
-
-
 _NO_GRADIENTS = (None,) * 7  # group_sizes, modality_ids and the five parameters
 
 
@@ -81,7 +78,7 @@ def _save(ctx, x, weight, inverse_rms, group_sizes, modality_ids, parameters):
 
 def _gradients(ctx, dy):
     x, weight, inverse_rms, group_sizes, modality_ids = ctx.saved_tensors
-    dx, dweight = torch.ops.magi2norm.backward(_dy_for_library(dy, x), x, weight, inverse_rms, group_sizes,
+    dx, dweight = torch.ops.magi2norm.backward(dy, x, weight, inverse_rms, group_sizes,
                                                modality_ids, *ctx.parameters)
     return (dx, dweight) + _NO_GRADIENTS
 

@@ -181,3 +181,12 @@ def test_inference_mode_weights():
         w = weight.clone()
         for _ in range(2):
             assert torch.equal(torch.ops.magi2norm.normalize(x, w, sizes, None, DIM, 1e-6, 3, 1, F32), expected)
+
+
+def test_backward_takes_dy_in_another_dtype():
+    """dy in neither x's dtype nor FP32 (here FP16 for BF16 x) gives the bits of its FP32 copy."""
+    x, weight, sizes, _ = op_args(torch.bfloat16, grouped=True)
+    dy = torch.randn(6, DIM).to(torch.float16)
+    for a, b in zip(torch.ops.magi2norm.backward(dy, x, weight, None, sizes, None, DIM, 1e-6, 3, 1),
+                    torch.ops.magi2norm.backward(dy.float(), x, weight, None, sizes, None, DIM, 1e-6, 3, 1)):
+        assert torch.equal(a, b)
