@@ -13,4 +13,8 @@ constexpr int kMaxGroups = 16;
 // are whole blocks and the runtime permutes its scale table within each block.
 constexpr int kSumLanes = 16;
 
+// Terms in one lane's FP32 partial of a block (a block is kSumLanes * kSumSteps positions), on
+// every target: the order of the row sums, and so the output bits, is this and kSumLanes alone.
+constexpr int kSumSteps = 4;
+
 }  // namespace magi2norm::abi

@@ -69,7 +69,7 @@ struct BackwardCase {
     // The CPU variants' FP32 partials (one scale row a modality: every row of a token adds to it).
     std::int64_t partial_values() const {
         const std::int64_t token_elements = elements() / tokens;
-        const std::int64_t block = detail::partial_block_tokens(Backend::cpu, token_elements, token_elements / dim());
+        const std::int64_t block = detail::partial_block_tokens(token_elements / dim());
         std::int64_t blocks = 0;
         for (const std::int64_t s : sizes()) blocks += (s + block - 1) / block;
         return blocks * dim();

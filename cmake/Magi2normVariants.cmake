@@ -77,6 +77,7 @@ set(MAGI2NORM_GENERATOR_SOURCES
     abi/backward_abi.h
     abi/kernel_abi.h
     abi/knobs.def
+    generators/cuda_rounding.h
     generators/float_codecs.h
     generators/magi2_norm_backward_generator.cpp
     generators/magi2_norm_generator.cpp

@@ -49,8 +49,9 @@ inline Halide::Expr f16_to_f32(const Halide::Expr &bits) {
     Expr normal = reinterpret<float>(sign | ((exponent + u32(112)) << 23) | (mantissa << 13));
     Expr inf_or_nan = reinterpret<float>(sign | u32(0x7f800000) | (mantissa << 13));
     // A subnormal is mantissa * 2^-24; the product is an exact FP32 normal (no FTZ hazard).
+    // The sign is or-ed in as a bit: Halide's -x is 0 - x, which makes -0 of a negative zero +0.
     Expr magnitude = cast<float>(mantissa) * (1.0f / 16777216.0f);
-    Expr subnormal = select(sign != u32(0), -magnitude, magnitude);
+    Expr subnormal = reinterpret<float>(sign | reinterpret<uint32_t>(magnitude));
     return select(exponent == u32(0), subnormal, exponent == u32(31), inf_or_nan, normal);
 }
 

@@ -7,17 +7,18 @@
 //   dx32     = inv * (g - n * mean_d(g * n))      (the row sum of g * n as the forward's sum)
 //   dx       = cast(dx32, dx_type), or the sum of the K output rows of one input row first
 //              (singleton-head broadcasting: x [T, 1, D] under a [P, D] scale)
-//   partials(d, p, b) = sum over the rows of pattern p in block b of float32(dy) * n (GPUs: in
-//              FP64; CPUs: in FP32, at most abi::kPartialTerms products a block)
+//   partials(d, p, b) = sum over the rows of pattern p in block b of float32(dy) * n, in FP32,
+//              at most abi::kPartialTerms products a block, on every target
 //
 // On CPUs one modality per call: the runtime calls it per modality's tokens with that
 // modality's [P, D] scale (a call by ids runs on tokens permuted into modality order). On GPUs
 // one call for every modality, in place on device memory (a cl_mem cannot be offset to a
 // modality's first token): each token's modality, the tokens in modality order and each block's
 // first position in that order are tables the runtime makes, and the scale is [D, P, M]. Either
-// way a block holds up to `block_tokens` consecutive tokens of one modality in modality order,
-// and the runtime adds each modality's partials over its blocks in block order, so the weight
-// gradient does not depend on the grouping form or the thread count.
+// way a block holds up to `block_tokens` consecutive tokens of one modality in modality order
+// (the same blocks on every target), and the runtime adds each modality's partials over its
+// blocks in block order, so the weight gradient does not depend on the grouping form, the thread
+// count or the target.
 #include "Halide.h"
 
 #include "backward_abi.h"
@@ -25,6 +26,7 @@
 #include "cpu_backward_schedule.h"
 #include "gpu_backward_schedule.h"
 #include "knobs.h"
+#include "cuda_rounding.h"
 #include "norm_pieces.h"
 
 namespace magi2norm::algorithm {
@@ -71,17 +73,20 @@ public:
         inverse_rms_given = add_input<bool>("inverse_rms_given");
         // On GPUs the partials first: Halide launches the outputs' kernels in this order, so an
         // in-place dx over dy overwrites dy after the partials have read it.
-        // The partials: FP64 on GPUs, FP32 on CPUs (the runtime widens them).
-        if (gpu) partials = add_output<Buffer<>>("partials", Float(64), 3);
+        // The partials in FP32 (the runtime widens them).
+        if (gpu) partials = add_output<Buffer<>>("partials", Float(32), 3);
         dx = add_output<Buffer<>>("dx", element_type(dx_type), 4);
         if (!gpu) partials = add_output<Buffer<>>("partials", Float(32), 3);
     }
 
+    // Every CUDA kernel rounds each operation where the CPU does (cuda_rounding.h).
+    void schedule() { round_each_cuda_operation(get_pipeline(), get_target()); }
+
     void generate() {
         const Target target = get_target();
         const bool gpu = target.has_gpu_feature();  // the GPU form's inputs (configure)
-        if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of terms");
-        const int steps = sum_steps > 0 ? int(sum_steps) : (gpu ? 1 : 4);
+        if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the default, 4) or a count of terms");
+        const int steps = sum_steps > 0 ? int(sum_steps) : abi::kSumSteps;
         schedules::BackwardStages s;
         Var d = s.d, h = s.h, a = s.a, t = s.t;
         Expr dim = x->dim(0).extent();
@@ -97,28 +102,27 @@ public:
         g(d, h, a, t) = dyf(d, h, a, t) * row_scale;
         gx(d, h, a, t) = g(d, h, a, t) * xf(d, h, a, t);
         // sum_d g * n = inv * sum_d g * x: the second sum needs no inverse RMS, so it is taken in
-        // the same pass as the sum of squares (a Tuple on CPUs; the GPUs' are their own kernels).
-        // With the forward's inverse RMS given, pass 1 sums g * x alone (the same sum, so the same
-        // bits); the sums of squares are then not computed (Halide guards a stage by the select
-        // that uses it).
+        // the same pass as the sum of squares (a Tuple on CPUs; the GPUs' are their own kernels,
+        // each sum added as if it were alone, so the same bits). With the forward's inverse RMS
+        // given, pass 1 sums g * x alone (the same sum, so the same bits); the sums of squares
+        // are then not computed (Halide guards a stage by the select that uses it).
         Expr given = *inverse_rms_given;
         Expr sum_squares, sum_gx;
+        RowSum gxs = row_sum(gx, dim, steps, s.lane, "sum_gx");
+        s.sum_gx = gxs.sum;
+        s.sum_gx_lanes = gxs.lane_sums;
+        s.sum_gx_blocks = gxs.blocks;
         if (gpu) {
-            RowSum squares = gpu_row_sum(square, dim, steps, "sum_squares");
-            RowSum gxs = gpu_row_sum(gx, dim, steps, "sum_gx");
+            RowSum squares = row_sum(square, dim, steps, s.lane, "sum_squares");
             s.sum_squares = squares.sum;
+            s.sum_squares_lanes = squares.lane_sums;
             s.sum_squares_blocks = squares.blocks;
-            s.sum_gx = gxs.sum;
-            s.sum_gx_blocks = gxs.blocks;
             sum_squares = s.sum_squares(h, a, t);
             sum_gx = s.sum_gx(h, a, t);
         } else {
-            RowSum sums = cpu_row_sums({square, gx}, dim, steps, s.lane, "row_sums");
+            RowSum sums = row_sums({square, gx}, dim, steps, s.lane, "row_sums");
             s.sum_squares = sums.sum;
             s.sum_squares_lanes = sums.lane_sums;
-            RowSum gxs = cpu_row_sum(gx, dim, steps, s.lane, "sum_gx");
-            s.sum_gx = gxs.sum;
-            s.sum_gx_lanes = gxs.lane_sums;
             sum_squares = s.sum_squares(h, a, t)[0];
             sum_gx = select(given, s.sum_gx(h, a, t), s.sum_squares(h, a, t)[1]);
         }
@@ -144,8 +148,8 @@ public:
 
         // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
         // the Q/K norm; 1 with P rows): pattern p of block b adds, token by token, middle
-        // row by middle row, head by head, the FP32 products dy * n (GPUs: each widened to FP64;
-        // CPUs: in FP32 over a block of at most abi::kPartialTerms products).
+        // row by middle row, head by head, the FP32 products dy * n in FP32, over a block of at
+        // most abi::kPartialTerms products.
         Expr tokens = dy->dim(3).extent();
         Expr middles = dy->dim(2).extent();
         s.block_tokens = *block_tokens;
@@ -153,7 +157,7 @@ public:
         product(d, h, a, t) = dyf(d, h, a, t) * n(d, h, a, t);
         s.partials = Func("partials");
         if (gpu) {
-            s.partials(d, h, s.blk) = cast<double>(0);
+            s.partials(d, h, s.blk) = 0.0f;
             s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, target);
             // Block b's tokens: the tokens at positions [first(b), first(b + 1)) of the modality
             // order. Clamped too: bounds inference does not see the where clause.
@@ -161,7 +165,7 @@ public:
             Expr position = (*block_first)(s.blk) + s.partial_terms.z;
             s.partial_terms.where(position < (*block_first)(s.blk + 1));
             Expr token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
-            s.partials(d, h, s.blk) += cast<double>(product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token));
+            s.partials(d, h, s.blk) += product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token);
         } else {
             // A block is block_tokens tokens (the runtime's: at most abi::kPartialTerms products
             // a partial, backward_abi.h), its FP32 partial the products added token by token,

@@ -25,6 +25,7 @@
 #include "cpu_schedule.h"
 #include "gpu_schedule.h"
 #include "kernel_abi.h"
+#include "cuda_rounding.h"
 #include "norm_pieces.h"
 #include "norm_stages.h"
 
@@ -89,6 +90,9 @@ public:
         if (writes_inverse_rms) inverse_rms_out = add_output<Buffer<float>>("inverse_rms", 3);
     }
 
+    // Every CUDA kernel rounds each operation where the CPU does (cuda_rounding.h).
+    void schedule() { round_each_cuda_operation(get_pipeline(), get_target()); }
+
     void generate() {
         if (native_bf16 && (out_type != Storage::BF16 || paired_words || one_row || writes_inverse_rms ||
                             !get_target().has_feature(Target::AVX512_Zen4))) {
@@ -98,18 +102,18 @@ public:
         Var t = s.t;
         Expr num_modality = scale->dim(2).extent();
         // sum_d xf^2, each square in FP32 as the formula has it. The squares are grouped by
-        // position, not by a schedule's vector width: lane l of block b adds the squares at
-        // b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them: 4 on CPUs, 1 on
-        // GPUs) in FP32, left to right; the partials accumulate in FP64, rounded to FP32 once.
-        // On CPUs each lane accumulates its own partials and the 16 lanes are added as a tree
-        // (lane_tree); the GPU schedule reduces (lane, block) over its threads.
+        // position, not by a schedule's vector width or thread count: lane l of block b adds the
+        // squares at b * block + l, + kSumLanes, + 2 kSumLanes, ... (`sum_steps` of them, 4) in
+        // FP32, left to right; each lane accumulates its partials in FP64, block by block, and the
+        // 16 lanes are added as a tree (lane_tree), rounded to FP32 once. The same on every
+        // target: a CPU vectorizes over the lanes, a GPU gives each lane a thread.
         // Error bound: k squares in FP32 round k - 1 times, each within half an ulp of the
         // partial, so they err by at most (k - 1) x 2^-24 of their sum (1.8e-7 for k = 4), and
         // the FP64 sum adds half an FP32 ulp, for any D. (An FP32 running sum over D = 12288
         // drifts past the contract's 1e-6.) Four squares per partial spare the CPU three of
         // every four FP32 -> FP64 conversions and FP64 adds.
-        if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the target's default) or a count of squares");
-        s.sum_steps = sum_steps > 0 ? int(sum_steps) : (get_target().has_gpu_feature() ? 1 : 4);
+        if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the default, 4) or a count of squares");
+        s.sum_steps = sum_steps > 0 ? int(sum_steps) : abi::kSumSteps;
         s.sum_squares = Func("sum_squares");
 
         // Modality of token t: its per-token id plus the number of group starts cu[1..] at or
@@ -198,8 +202,7 @@ private:
 
         Func square("square");
         square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
-        // The GPU schedule spreads (lane, block) over its threads and reduces them itself.
-        RowSum sum = row_sum(square, dim, s.sum_steps, s.lane, "sum_squares", get_target());
+        RowSum sum = row_sum(square, dim, s.sum_steps, s.lane, "sum_squares");
         s.blocks = sum.blocks;
         s.lane_sums = sum.lane_sums;
         s.sum_squares = sum.sum;

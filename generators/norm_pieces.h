@@ -1,8 +1,8 @@
 // The pieces of the norm's algorithm that the forward (magi2_norm_generator.cpp) and the
 // backward (magi2_norm_backward_generator.cpp) share, defined once: storage types and their
-// codecs, and the row sums (FP32 partials of a few terms accumulated in FP64: per lane and then
-// a tree on CPUs, over the threads of a block on GPUs), so that the backward's inverse RMS is
-// the forward's on the same target, bit for bit.
+// codecs, and the row sums (FP32 partials of a few terms accumulated in FP64 per lane, then a
+// tree over the lanes, on every target), so that the backward's inverse RMS is the forward's, and
+// every target's the CPU's, bit for bit.
 #pragma once
 
 #include "Halide.h"
@@ -75,7 +75,8 @@ inline Halide::Expr inverse_rms(const Halide::Expr &sum_squares, const Halide::E
     return 1.0f / sqrt(cast<float>(sum_squares) / cast<float>(dim) + eps);
 }
 
-// The CPU's sums over d of terms[i](d, h, a, t) for d in [0, dim), in one pass over the row: lane
+// The sums over d of terms[i](d, h, a, t) for d in [0, dim), in one pass over the row, on every
+// target (a GPU schedule gives each lane a thread, a CPU schedule vectorizes over them): lane
 // l of block b adds the terms at b * 16 steps + l + 16 k, k < steps, in FP32 left to right (terms
 // past the row are zeros, which add exactly); `lane_sums`(lane, h, a, t) accumulates its lane's
 // partials in FP64 over `blocks`; a sum is the lanes' tree. With one term `lane_sums` and `sum`
@@ -100,7 +101,7 @@ inline void define(Halide::FuncRef ref, const std::vector<Halide::Expr> &values)
     }
 }
 
-inline RowSum cpu_row_sums(const std::vector<Halide::Func> &terms, const Halide::Expr &dim, int steps, const Halide::Var &lane,
+inline RowSum row_sums(const std::vector<Halide::Func> &terms, const Halide::Expr &dim, int steps, const Halide::Var &lane,
                            const std::string &name) {
     using namespace Halide;
     Var h("h"), a("a"), t("t");
@@ -129,32 +130,9 @@ inline RowSum cpu_row_sums(const std::vector<Halide::Func> &terms, const Halide:
     return s;
 }
 
-inline RowSum cpu_row_sum(const Halide::Func &term, const Halide::Expr &dim, int steps, const Halide::Var &lane,
-                          const std::string &name) {
-    return cpu_row_sums({term}, dim, steps, lane, name);
-}
-
-// The GPU's sum over d of term(d, h, a, t): an FP64 update over `blocks` = (lane, block) of
-// the same FP32 partials (lane l of block b adds the terms at b * 16 steps + l + 16 k, k <
-// steps, zeros past the row); the GPU schedules spread (lane, block) over their threads and
-// reduce them (schedule_gpu_row_sum). `lane_sums` is unused.
-inline RowSum gpu_row_sum(const Halide::Func &term, const Halide::Expr &dim, int steps, const std::string &name) {
-    using namespace Halide;
-    Var h("h"), a("a"), t("t");
-    const int block = abi::kSumLanes * steps;
-    Func padded = BoundaryConditions::constant_exterior(term, 0.0f, {{0, dim}});  // bounds d only
-    RowSum s;
-    s.blocks = RDom(0, abi::kSumLanes, 0, (dim + block - 1) / block, name + "_blocks");
-    s.sum = Func(name);
-    s.sum(h, a, t) = cast<double>(0);
-    s.sum(h, a, t) += partial_sum(steps, [&](int k) { return padded(s.blocks.y * block + s.blocks.x + k * abi::kSumLanes, h, a, t); });
-    return s;
-}
-
-// The target's row sum: gpu_row_sum on GPUs, cpu_row_sum (lanes over `lane`) on CPUs.
 inline RowSum row_sum(const Halide::Func &term, const Halide::Expr &dim, int steps, const Halide::Var &lane,
-                      const std::string &name, const Halide::Target &target) {
-    return target.has_gpu_feature() ? gpu_row_sum(term, dim, steps, name) : cpu_row_sum(term, dim, steps, lane, name);
+                      const std::string &name) {
+    return row_sums({term}, dim, steps, lane, name);
 }
 
 }  // namespace magi2norm::algorithm

@@ -21,13 +21,13 @@ struct BackwardStages {
     Halide::RDom partial_terms;   // GPUs: (head of the pattern, middle axis, token of the block);
                                   // CPUs: (head, middle axis, token of the tile, tile, task)
     Halide::RDom dx_terms;        // CPUs: (dx row, middle axis, token of the tile, tile, task)
-    Halide::Func sum_squares, sum_squares_lanes;  // (h, a, t): the forward's row sum, and its CPU lanes;
+    Halide::Func sum_squares, sum_squares_lanes;  // (h, a, t): the forward's row sum, and its lanes;
                                                   // on CPUs a Tuple {sum_d x^2, sum_d g * x}
     Halide::Func sum_gx, sum_gx_lanes;            // (h, a, t) sum_d g * x, the same row sum; on CPUs
                                                   // the pass-1 sum alone, with the inverse RMS given
     Halide::Func inv_rms;                         // (h, a, t)
     Halide::Func mean_gn;                         // (h, a, t): inv * sum_d g * x / D
-    Halide::RDom sum_squares_blocks, sum_gx_blocks;  // the row sums' (lane, block) on GPUs
+    Halide::RDom sum_squares_blocks, sum_gx_blocks;  // the row sums' blocks
 
     Halide::Expr block_tokens;      // tokens per partial block (the runtime's, thread-count free)
     Halide::Expr heads_per_dx_row;  // K: output rows per input row (singleton-head broadcasting)

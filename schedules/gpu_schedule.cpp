@@ -9,27 +9,26 @@ using namespace Halide;
 void schedule_gpu(NormStages &s, const GpuKnobs &knobs, const Target &) {
     // The training form's inverse RMS reads its own copies of the row sum and inverse RMS (below),
     // cloned before any of the output's directives apply to them.
-    Func inv, sum;
+    Func inv, sum, lanes;
     if (s.inverse_rms.defined()) {
         inv = s.inv_rms.clone_in(s.inverse_rms);
         sum = s.sum_squares.clone_in(inv);
+        lanes = s.lane_sums.clone_in(sum);
     }
     const int threads = knobs.threads;
-    const int rows = knobs.rows_per_block;
     // Halide emits vector loads only where it can prove 16-byte alignment, which arbitrary
     // strides do not give; one element per thread per step coalesces fully.
     const int vec = knobs.vector_width;
     // A GPU thread issues in order: unrolled steps put several loads in flight per thread.
     const int unroll = knobs.unroll;
 
-    // Short rows (up to 4 steps of threads / rows threads) share a block, one warp a row by
-    // default, so D = 128 keeps a 256-thread block busy; longer rows get a block each. One loop
-    // nest with run-time split factors serves both, so the reductions are placed once.
-    const int short_row_threads = std::max(1, threads / rows);
+    // Rows share a block, `rows_per_block` of them (fewer in a call of fewer tokens), each with
+    // threads / rows_per_block threads for its output and 16 for its sum: the sum's order is the
+    // algorithm's (a thread a lane, its blocks in turn), so a row cannot spread it over more.
+    const int rows = std::max(1, std::min(knobs.rows_per_block, threads / abi::kSumLanes));
+    const int row_threads = threads / rows;
     Expr tokens = s.output.output_buffer().dim(3).extent();
-    Expr short_row = s.dim <= short_row_threads * vec * 4 && tokens >= rows;
-    Expr row_threads = select(short_row, short_row_threads, threads);
-    Expr rows_per_block = select(short_row, rows, 1);
+    Expr rows_per_block = clamp(tokens, 1, rows);
 
     // Token blocks on the grid's x (CUDA allows 2^31 - 1 there, 65535 on y and z); threads over
     // (d, token in block). On the fast path each thread touches `vec` consecutive elements per
@@ -54,15 +53,11 @@ void schedule_gpu(NormStages &s, const GpuKnobs &knobs, const Target &) {
     over_blocks(s.output.split(s.d, d_out, d_thread, row_threads, TailStrategy::GuardWithIf)
                     .reorder(d_thread, d_out, t_row, t_block, s.h, s.a));
 
-    // Per-row values of a block live in shared memory.
-    s.modality.compute_at(s.output, t_block);
-    s.inv_rms.compute_at(s.output, t_block);
-    s.sum_squares.compute_at(s.output, t_block);
-
-    // Each thread sums its share of its row (on the fast path the elements it later writes, so
-    // the second read hits L1) in a register; the shares meet in shared memory.
-    if (s.sum_steps != 1) throw CompileError("the GPU schedule reduces single squares: generate GPU variants with sum_steps=1");
-    schedule_gpu_row_sum(s.sum_squares, s.blocks, row_threads, vec, unroll, LoopLevel(s.output, t_block), s.t);
+    // Per-row values of a block live in shared memory: each row's lane sums, its sum (the lanes'
+    // tree, a thread a row), its inverse RMS and its modality.
+    s.modality.compute_at(s.output, t_block).gpu_threads(s.t);
+    s.inv_rms.compute_at(s.output, t_block).gpu_threads(s.t);
+    schedule_gpu_row_sum(s.sum_squares, s.lane_sums, s.blocks, unroll, LoopLevel(s.output, t_block), {s.lane, s.t}, {s.t});
 
     // The training form's inverse RMS: a kernel of its own over the same token blocks, whose
     // copies of the row sum and inverse RMS reduce as the output's do (same threads, steps and
@@ -73,9 +68,8 @@ void schedule_gpu(NormStages &s, const GpuKnobs &knobs, const Target &) {
             .reorder(t_row, t_block, s.h, s.a)
             .gpu_blocks(t_block, s.h, s.a)
             .gpu_threads(t_row);
-        inv.compute_at(s.inverse_rms, t_block);
-        sum.compute_at(s.inverse_rms, t_block);
-        schedule_gpu_row_sum(sum, s.blocks, row_threads, vec, unroll, LoopLevel(s.inverse_rms, t_block), s.t);
+        inv.compute_at(s.inverse_rms, t_block).gpu_threads(s.t);
+        schedule_gpu_row_sum(sum, lanes, s.blocks, unroll, LoopLevel(s.inverse_rms, t_block), {s.lane, s.t}, {s.t});
     }
 }
 

@@ -7,7 +7,8 @@
 #                                       # package, packed into gpu_bundle.tar.gz (under 48 MiB,
 #                                       # checked: a device call carries at most 64 MiB)
 #   bash scripts/gpu_check.sh run       # there (carry gpu_bundle.tar.gz): the forward's and the
-#                                       # backward's contract suites on CUDA, the Python package's
+#                                       # backward's contract suites on CUDA, the bits recorder's
+#                                       # calls against the CPU's digests, the Python package's
 #                                       # wheel built against the carried library, installed, and
 #                                       # its tests (CUDA ones included), then every MAGI-2 norm at T = 16384 and
 #                                       # 65536, forward and backward, against a device-to-device
@@ -39,6 +40,8 @@ prepare)
   cp build-gpu/tests/contract/magi2norm_contract_tests build-gpu/tests/backward/magi2norm_backward_gpu_tests \
     build-gpu/benchmarks/gpu/magi2norm_gpu_bench "$bundle/"
   cp build-gpu-unroll1/benchmarks/gpu/magi2norm_gpu_bench "$bundle/magi2norm_gpu_bench_unroll1"
+  # The bits recorder and the CPU's digests: CUDA's outputs must be the same bits.
+  cp build-gpu/tests/bits/magi2norm_bits tests/bits/digests.txt "$bundle/"
   # The golden files travel with the bundle: ../shared beside the checkout does not.
   cp -r ../shared/golden "$bundle/golden"
   # A GPU tuning batch (docs/tuning.md): the candidates' CUDA variants for the model's norms at
@@ -77,6 +80,9 @@ run)
   echo "== the backward's contract suite on the cuda backend (host views staged through the device)"
   MAGI2NORM_BACKEND=cuda timeout 120 "$bundle/magi2norm_backward_gpu_tests" --gtest_brief=1 | tail -n 30 ||
     { failed=1; echo "gpu_check: the backward suite FAILED on cuda"; }
+  echo "== the same bits as the CPU: the bits recorder's calls on cuda against the CPU's digests"
+  timeout 120 "$bundle/magi2norm_bits" check "$bundle/digests.txt" --target cuda | tail -n 40 ||
+    { failed=1; echo "gpu_check: CUDA's bits DIFFER from the CPU's"; }
   echo "== the Python package's wheel, built against the carried library and this torch, installed, and its tests (CUDA included)"
   python3 -m pytest --version >/dev/null 2>&1 ||
     python3 -m pip install -q --no-index --find-links "$bundle/wheels" pytest || true

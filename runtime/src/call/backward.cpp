@@ -122,7 +122,7 @@ Geometry plan_backward(const NormState &norm, const ConstTensorView &x, const Co
     g.heads_per_dx_row = singleton ? l.extent[1] : 1;
     g.dx_stride = dx_layout.x_stride;
     if (singleton) g.dx_stride[1] = 0;
-    g.block_tokens = partial_block_tokens(p.backend, l.extent[0] * l.extent[1] * l.extent[2], g.heads_per_pattern * l.extent[2]);
+    g.block_tokens = partial_block_tokens(g.heads_per_pattern * l.extent[2]);
     return g;
 }
 
@@ -294,7 +294,7 @@ std::vector<float> run_gpu(const Geometry &g, const KernelEntry &kernel, CallCon
     const auto blocks = static_cast<std::int64_t>(t.block_first.size()) - 1;
     if (g.p.out.count == 0 || blocks == 0) return dscale;
     HalideBuffer<4> xb(storage_type(g.p.x.dtype)), dyb(storage_type(g.p.out.dtype)), dxb(storage_type(g.dx.dtype));
-    HalideBuffer<3> scale(halide_type_t(halide_type_float, 32)), partials(halide_type_t(halide_type_float, 64));
+    HalideBuffer<3> scale(halide_type_t(halide_type_float, 32)), partials(halide_type_t(halide_type_float, 32));
     const halide_type_t int32(halide_type_int, 32);
     HalideBuffer<1> modality(int32), order(int32), block_first(int32);
     set_views(g, g.p.layout.extent[3], xb, dyb, dxb);
@@ -304,7 +304,7 @@ std::vector<float> run_gpu(const Geometry &g, const KernelEntry &kernel, CallCon
     modality.set_dim(0, static_cast<std::int64_t>(t.modality.size()), 1);
     order.set_dim(0, static_cast<std::int64_t>(t.order.size()), 1);
     block_first.set_dim(0, blocks + 1, 1);
-    std::vector<double> sums(static_cast<std::size_t>(blocks * row));
+    std::vector<float> sums(static_cast<std::size_t>(blocks * row));
     set_partials(g, blocks, partials);
 
     Staging staging(kernel.backend, g.p.memory, &call);
@@ -473,22 +473,17 @@ void write_dweight(const Geometry &g, CallContext &call, const std::vector<float
 
 }  // namespace
 
-template <typename Partial>
-void add_partials(const Partial *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale) {
+void add_partials(const float *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale) {
     std::fill(sum, sum + row, 0.0);
     for (std::int64_t b = 0; b < blocks; ++b) {
-        const Partial *block = partials + b * row;
+        const float *block = partials + b * row;
         for (std::int64_t i = 0; i < row; ++i) sum[i] += static_cast<double>(block[i]);
     }
     for (std::int64_t i = 0; i < row; ++i) dscale[i] = static_cast<float>(sum[i]);
 }
-template void add_partials(const float *, std::int64_t, std::int64_t, double *, float *);
-template void add_partials(const double *, std::int64_t, std::int64_t, double *, float *);
 
-std::int64_t partial_block_tokens(Backend backend, std::int64_t token_elements, std::int64_t rows) {
-    if (backend == Backend::cpu) return std::max<std::int64_t>(1, abi::kPartialTerms / std::max<std::int64_t>(1, rows));
-    const std::int64_t token = std::max<std::int64_t>(1, token_elements);
-    return std::clamp<std::int64_t>((kBlockElements + token - 1) / token, kMinBlockTokens, std::numeric_limits<std::int32_t>::max());
+std::int64_t partial_block_tokens(std::int64_t rows) {
+    return std::max<std::int64_t>(1, abi::kPartialTerms / std::max<std::int64_t>(1, rows));
 }
 
 namespace {

@@ -25,20 +25,13 @@ void run_backward(const NormState &norm, const ConstTensorView &x, const ConstTe
                   const TensorView &dx, const TensorView &dweight, const BackwardOptions &options, const KernelEntry *instead);
 
 // Tokens per block of the weight gradient's partial sums, a function of the shape only, never of
-// the thread count, for tokens of `token_elements` output elements that add `rows` products
-// (heads a pattern x middle rows) to each scale row:
-// - GPUs: at least kMinBlockTokens and at least kBlockElements elements a block, so the partials
-//   (D x P doubles a block) stay a few percent of the pass's bytes;
-// - CPUs: max(1, abi::kPartialTerms / rows) (backward_abi.h), so an FP32 partial adds at most
-//   kPartialTerms products.
-constexpr std::int64_t kBlockElements = std::int64_t{1} << 17;
-constexpr std::int64_t kMinBlockTokens = 64;
-std::int64_t partial_block_tokens(Backend backend, std::int64_t token_elements, std::int64_t rows);
+// the thread count or the backend, for tokens that add `rows` products (heads a pattern x middle
+// rows) to each scale row: max(1, abi::kPartialTerms / rows) (backward_abi.h), so an FP32 partial
+// adds at most kPartialTerms products, on every target.
+std::int64_t partial_block_tokens(std::int64_t rows);
 
-// One modality's dscale (`row` = P * D values) from its partials [blocks][row] (FP32 from the
-// CPU variants, FP64 from the GPU's): the blocks added in block order in FP64 (`sum`, row doubles
-// of scratch), rounded to FP32 once.
-template <typename Partial>
-void add_partials(const Partial *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale);
+// One modality's dscale (`row` = P * D values) from its FP32 partials [blocks][row]: the blocks
+// added in block order in FP64 (`sum`, row doubles of scratch), rounded to FP32 once.
+void add_partials(const float *partials, std::int64_t blocks, std::int64_t row, double *sum, float *dscale);
 
 }  // namespace magi2norm::detail

@@ -6,6 +6,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -165,6 +166,18 @@ extern "C" int halide_acquire_cl_context(void *user_context, cl_context *context
 extern "C" int halide_release_cl_context(void *) {
     magi2norm::detail::call_mutex.unlock();
     return 0;
+}
+
+// The options Halide's OpenCL runtime builds the variants' programs with (it asks before each
+// build). OpenCL's FP32 sqrt and divide may be off by ulps on real GPUs unless the program asks
+// for correct rounding, which the CPU has: so it asks. HL_OCL_BUILD_OPTIONS, when set, follows.
+extern "C" const char *halide_opencl_get_build_options(void *) {
+    static const std::string options = [] {
+        std::string o = "-cl-fp32-correctly-rounded-divide-sqrt";
+        if (const char *more = std::getenv("HL_OCL_BUILD_OPTIONS")) o += std::string(" ") + more;
+        return o;
+    }();
+    return options.c_str();
 }
 
 #else  // built without the OpenCL backend: no OpenCL call can get here, but say so if one does
