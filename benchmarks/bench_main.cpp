@@ -72,7 +72,10 @@ int main(int argc, char **argv) {
     std::vector<Implementation> implementations = {ours(),           ours_planned(),   ours_integer_bf16(), ours_untuned(),
                                                    memcpy_reference(), scalar_peer(), hand_avx2_peer()};
     // Made only where it runs: all of its file is AVX-512 code.
-    if (hand_avx512_runs_here()) implementations.push_back(hand_avx512_peer());
+    if (hand_avx512_runs_here()) {
+        implementations.push_back(hand_avx512_peer());
+        implementations.push_back(hand_avx512_fp32_tree_candidate());
+    }
     for (Implementation &form : ours_view_forms()) implementations.push_back(std::move(form));
     for (Implementation &peer : halide_autoscheduler_peers()) implementations.push_back(std::move(peer));
     std::string torch_note;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -293,6 +294,42 @@ Implementation kernel_implementation(const std::string &name, bool (*runs_here)(
             [name](Workspace &ws) -> std::unique_ptr<Runner> {
                 check_bits(ws.spec(), name, make_kernel_runner<Kernel>);
                 return std::make_unique<KernelRunner<Kernel>>(ws);
+            }};
+}
+
+// The benchmark `name` of a candidate arithmetic `Kernel` (not the library's bits), its prepare
+// checking the case's first tokens against a float64 evaluation of the formula before timing:
+// SPEC.md's gate 1 (|a - b| <= 1e-6 + 1e-6 |b|) for FP32 outputs, gate 3 (one BF16 ulp) for BF16.
+template <class Kernel>
+Implementation candidate_implementation(const std::string &name, bool (*runs_here)()) {
+    return {name, kThreads, [runs_here](const Case &c) { return covers(c) && runs_here(); },
+            [name](Workspace &ws) -> std::unique_ptr<Runner> {
+                auto runner = std::make_unique<KernelRunner<Kernel>>(ws);
+                const Case &c = ws.spec();
+                const std::int64_t dim = c.dim(), rows = std::min<std::int64_t>(c.elements() / dim, 64);
+                const void *y = runner->run(0);
+                const auto value = [](DType dtype, const void *data, std::int64_t i) -> double {
+                    if (dtype == DType::f32) return static_cast<const float *>(data)[i];
+                    std::uint32_t bits = static_cast<std::uint32_t>(static_cast<const std::uint16_t *>(data)[i]) << 16;
+                    float v;
+                    std::memcpy(&v, &bits, sizeof v);
+                    return v;
+                };
+                for (std::int64_t r = 0; r < rows; ++r) {
+                    const auto x = [&](std::int64_t d) { return value(c.in, ws.x(0), r * dim + d); };
+                    double sum = 0;
+                    for (std::int64_t d = 0; d < dim; ++d) sum += x(d) * x(d);
+                    const double inv = 1.0 / std::sqrt(sum / static_cast<double>(dim) + static_cast<double>(kEps));
+                    for (std::int64_t d = 0; d < dim; ++d) {
+                        const double expected = x(d) * inv * ws.scale()[static_cast<std::size_t>(d)];
+                        const double bound = c.out == DType::f32 ? 1e-6 + 1e-6 * std::abs(expected)
+                                             : expected == 0 ? 0 : std::ldexp(1.0, std::ilogb(expected) - 7);
+                        if (std::abs(value(c.out, y, r * dim + d) - expected) > bound) {
+                            throw std::runtime_error(name + " fails the contract on " + c.name() + " at row " + std::to_string(r));
+                        }
+                    }
+                }
+                return runner;
             }};
 }
 

@@ -67,6 +67,10 @@ Implementation hand_avx2_peer();
 // on rows of special values. Its file is built for AVX-512 throughout: call it only where
 // hand_avx512_runs_here().
 Implementation hand_avx512_peer();
+// A candidate arithmetic for the row sums in the same AVX-512 kernel: FP32 throughout, the blocks
+// added as a fixed tree ("hand_avx512_fp32_tree"; its prepare checks the contract against
+// float64, not the library's bits). Call it only where hand_avx512_runs_here().
+Implementation hand_avx512_fp32_tree_candidate();
 // Whether this CPU (and its OS) runs AVX-512 F, BW, VL, DQ and BF16 code.
 inline bool hand_avx512_runs_here() {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
