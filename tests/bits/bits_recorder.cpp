@@ -7,17 +7,20 @@
 //   magi2norm_bits record FILE --random N             write the widest CPU target's digests
 //   magi2norm_bits print --target T --random N        print them (scripts/bits_corpus.sh)
 //
-// The calls: a fixed set of named ones plus N random ones (the same N calls on every machine).
+// The calls: a fixed set of named ones, SPEC.md's golden cases, and N random ones (the same N
+// calls on every machine).
 // Targets: avx512_bf16, avx512, avx2, sse41 (the CPU variants' code for that ISA, forced through
 // Halide's feature hook), opencl and cuda (scripts/gpu_check.sh). Each call also runs at 1 and 4
 // threads and must agree.
 #include <HalideRuntime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -29,6 +32,7 @@
 
 #include "magi2norm/float_codecs.hpp"
 #include "magi2norm/magi2norm.hpp"
+#include "magi2norm/safetensors.hpp"
 
 namespace {
 
@@ -319,6 +323,50 @@ std::vector<Call> calls() {
     return c;
 }
 
+// One call a golden case of SPEC.md (MAGI2NORM_GOLDEN_DIR, ../shared/golden): its x, weight and
+// grouping, forward. None where the folder is missing (the check then names no golden call).
+std::vector<Call> golden_calls() {
+    std::vector<Call> c;
+    const std::filesystem::path dir = MAGI2NORM_GOLDEN_DIR;
+    if (!std::filesystem::is_directory(dir)) return c;
+    std::vector<std::filesystem::path> paths;
+    for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+        if (entry.path().extension() == ".safetensors") paths.push_back(entry.path());
+    }
+    std::sort(paths.begin(), paths.end());
+    for (const auto &path : paths) {
+        c.push_back({"golden/" + path.stem().string(), [path](const Run &run) {
+                         const auto file = magi2norm::safetensors::File::open(path.string());
+                         const auto &meta = file.metadata();
+                         const magi2norm::NormConfig config{std::stoll(meta.at("dim")), std::stof(meta.at("eps")),
+                                                            std::stoll(meta.at("num_modality")), std::stoll(meta.at("num_patterns")),
+                                                            magi2norm::parse_dtype(meta.at("out_dtype"))};
+                         const magi2norm::RMSNorm norm(config, file.view("weight"));
+                         const magi2norm::ConstTensorView x = file.view("x");
+                         std::vector<std::int64_t> sizes;
+                         Grouping grouping = Grouping::none();
+                         if (file.contains("group_sizes")) {
+                             const auto &t = file.tensor("group_sizes");
+                             const auto *v = static_cast<const std::int32_t *>(t.data);
+                             sizes.assign(v, v + t.nbytes / 4);
+                             grouping = Grouping::sizes(sizes);
+                         } else if (file.contains("modality")) {
+                             const auto &t = file.tensor("modality");
+                             grouping = Grouping::ids(static_cast<const std::int32_t *>(t.data), static_cast<std::int64_t>(t.nbytes / 4));
+                         }
+                         const DType out = norm.output_dtype(x.dtype);
+                         const std::vector<std::int64_t> y_shape = norm.output_shape(x.shape);
+                         Buffer y(out, count_of(y_shape));
+                         magi2norm::CallOptions options;
+                         options.stream.backend = run.backend;
+                         options.num_threads = run.threads;
+                         norm.forward(x, grouping, magi2norm::TensorView(y.bytes.get(), out, y_shape), options);
+                         return y.digest();
+                     }});
+    }
+    return c;
+}
+
 // `count` random calls (the same for a count on every machine): dtypes, D from 1 to 12288,
 // M, P, broadcasting, heads, groupings, strided inputs, in-cache and from-memory sizes (outputs
 // past the 4 MiB streaming threshold), the training form, and the backward with and without the
@@ -456,6 +504,7 @@ int main(int argc, char **argv) {
     try {
         int failures = 0;
         std::vector<Call> all = calls();
+        for (Call &c : golden_calls()) all.push_back(std::move(c));
         for (Call &c : random_calls(random)) all.push_back(std::move(c));
         const auto digests = digests_of(all, backend, failures);
         if (backend == Backend::cpu && hook_calls == 0) {
@@ -483,6 +532,12 @@ int main(int argc, char **argv) {
                 ++failures;
             } else if (it->second != digest) {
                 std::printf("MOVED    %s on %s: %s, recorded %s\n", name.c_str(), target.c_str(), digest.c_str(), it->second.c_str());
+                ++failures;
+            }
+        }
+        for (const auto &[name, digest] : expected) {
+            if (digests.count(name) == 0) {
+                std::printf("NOT RUN  %s (in %s)\n", name.c_str(), path.c_str());
                 ++failures;
             }
         }
