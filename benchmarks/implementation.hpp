@@ -47,8 +47,9 @@ Implementation ours_integer_bf16();
 // the record runs them ("ours_untuned"): beside "ours", the record's gain in one process.
 Implementation ours_untuned();
 // Ours on the same memory through other views ("ours_one_sequence": [1, T, ...];
-// "ours_heads_major": [rows, T, D] of the multi-row cases), for the cases with one modality and
-// T >= kLargeTokens: each should run at the plain view's speed.
+// "ours_heads_major": [rows, T, D] of the multi-row cases), and with the output at an address of
+// exactly 64, 32, 16, 4 or 2 bytes' alignment ("ours_out_at_<bytes>", the dtype permitting), for
+// the cases with one modality and T >= kLargeTokens: each should run at the plain view's speed.
 std::vector<Implementation> ours_view_forms();
 // A memcpy moving as many bytes as the norm, for tiny cases only: the tiny-call yardstick.
 Implementation memcpy_reference();

@@ -2,11 +2,12 @@
 // weight, forward() per call (views and grouping validated every time, as in the model), or a
 // plan made once and run per call ("ours_planned": what a host that repeats its shapes does).
 // Also the same memory through other views (ViewForm), which should run at the plain view's speed,
-// and, on a CPU with AVX-512 BF16, the variant its plan would run without that ISA's family
+// the output at each address alignment ("ours_out_at_<bytes>"), and, on a CPU with AVX-512 BF16, the variant its plan would run without that ISA's family
 // ("ours_integer_bf16").
 #include "implementation.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,32 @@ protected:
     RMSNorm norm_;
     Grouping grouping_;
     std::vector<std::int64_t> shape_, strides_;
+};
+
+// The plain view with its output at an address of exactly `alignment` bytes (64-byte aligned
+// plus `alignment`, or plus 0 for 64): the output buffers are the runner's own, one per pair,
+// so that only the output's address differs from "ours" (whose workspace buffers are 64-byte
+// aligned), as in a host whose output lives in a std::vector, a NumPy array or a view at an offset.
+class OutputAtRunner : public OursRunner {
+public:
+    OutputAtRunner(Workspace &ws, std::size_t alignment) : OursRunner(ws, ViewForm::plain) {
+        const std::size_t bytes = static_cast<std::size_t>(ws.spec().elements()) * dtype_size(ws.spec().out);
+        for (std::size_t pair = 0; pair < ws.pairs(); ++pair) {
+            buffers_.emplace_back(bytes + 128);
+            auto base = reinterpret_cast<std::uintptr_t>(buffers_.back().data());
+            outputs_.push_back(reinterpret_cast<void *>((base + 63) / 64 * 64 + alignment % 64));
+        }
+    }
+
+    const void *run(std::size_t pair) override {
+        const Case &c = ws_.spec();
+        norm_.forward(ConstTensorView(ws_.x(pair), c.in, shape_, strides_), grouping_, TensorView(outputs_[pair], c.out, shape_, strides_));
+        return outputs_[pair];
+    }
+
+private:
+    std::vector<std::vector<unsigned char>> buffers_;
+    std::vector<void *> outputs_;
 };
 
 class PlannedRunner : public OursRunner {
@@ -201,9 +228,18 @@ std::vector<Implementation> ours_view_forms() {
     const auto prepare = [](ViewForm form) {
         return [form](Workspace &ws) { return std::make_unique<OursRunner>(ws, form); };
     };
-    return {{"ours_one_sequence", num_threads(), large_one_modality, prepare(ViewForm::one_sequence)},
-            {"ours_heads_major", num_threads(),
-             [=](const Case &c) { return large_one_modality(c) && c.rows_per_token() > 1; }, prepare(ViewForm::heads_major)}};
+    std::vector<Implementation> forms = {
+        {"ours_one_sequence", num_threads(), large_one_modality, prepare(ViewForm::one_sequence)},
+        {"ours_heads_major", num_threads(), [=](const Case &c) { return large_one_modality(c) && c.rows_per_token() > 1; },
+         prepare(ViewForm::heads_major)}};
+    // The output at each alignment its dtype allows, 64 bytes included (the runner's buffers
+    // against the workspace's): "ours_out_at_<bytes>".
+    for (std::size_t alignment : {64, 32, 16, 4, 2}) {
+        forms.push_back({"ours_out_at_" + std::to_string(alignment), num_threads(),
+                         [=](const Case &c) { return large_one_modality(c) && alignment % dtype_size(c.out) == 0; },
+                         [alignment](Workspace &ws) { return std::make_unique<OutputAtRunner>(ws, alignment); }});
+    }
+    return forms;
 }
 
 void run_on_library_pool(int threads, int parts, int (*job)(void *context, int part), void *context) {
