@@ -81,7 +81,8 @@ run)
   MAGI2NORM_BACKEND=cuda timeout 120 "$bundle/magi2norm_backward_gpu_tests" --gtest_brief=1 | tail -n 30 ||
     { failed=1; echo "gpu_check: the backward suite FAILED on cuda"; }
   echo "== the same bits as the CPU: the bits recorder's calls on cuda against the CPU's digests"
-  timeout 120 "$bundle/magi2norm_bits" check "$bundle/digests.txt" --target cuda | tail -n 40 ||
+  MAGI2NORM_GOLDEN_DIR="$PWD/$bundle/golden" timeout 120 "$bundle/magi2norm_bits" check "$bundle/digests.txt" \
+    --target cuda | tail -n 40 ||
     { failed=1; echo "gpu_check: CUDA's bits DIFFER from the CPU's"; }
   echo "== the Python package's wheel, built against the carried library and this torch, installed, and its tests (CUDA included)"
   python3 -m pytest --version >/dev/null 2>&1 ||

@@ -3,7 +3,7 @@
 // target: each CPU ISA the machine has, forced in turn, and OpenCL. A change that moves any output
 // bit shows here, call by call; a target that computes with another arithmetic fails.
 //
-//   magi2norm_bits check FILE --target T --random N   compare target T's digests with FILE's
+//   magi2norm_bits check FILE --target T              compare target T's digests with FILE's
 //   magi2norm_bits record FILE --random N             write the widest CPU target's digests
 //   magi2norm_bits print --target T --random N        print them (scripts/bits_corpus.sh)
 //
@@ -323,11 +323,13 @@ std::vector<Call> calls() {
     return c;
 }
 
-// One call a golden case of SPEC.md (MAGI2NORM_GOLDEN_DIR, ../shared/golden): its x, weight and
-// grouping, forward. None where the folder is missing (the check then names no golden call).
+// One call a golden case of SPEC.md (the folder MAGI2NORM_GOLDEN_DIR names in the environment,
+// else the build's, ../shared/golden): its x, weight and grouping, forward. None where the folder
+// is missing (a check then reports the recorded golden calls as not run).
 std::vector<Call> golden_calls() {
     std::vector<Call> c;
-    const std::filesystem::path dir = MAGI2NORM_GOLDEN_DIR;
+    const char *env = std::getenv("MAGI2NORM_GOLDEN_DIR");
+    const std::filesystem::path dir = env != nullptr ? env : MAGI2NORM_GOLDEN_DIR;
     if (!std::filesystem::is_directory(dir)) return c;
     std::vector<std::filesystem::path> paths;
     for (const auto &entry : std::filesystem::directory_iterator(dir)) {
@@ -417,7 +419,9 @@ std::string hex(std::uint64_t v) {
     return s;
 }
 
-std::map<std::string, std::string> read_digests(const std::string &path) {
+// A digests file: its digests by call, and `random`, the count of random calls it records (its
+// line "random N").
+std::map<std::string, std::string> read_digests(const std::string &path, int &random) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot read " + path);
     std::map<std::string, std::string> digests;
@@ -427,7 +431,11 @@ std::map<std::string, std::string> read_digests(const std::string &path) {
         std::istringstream fields(line);
         std::string name, digest;
         fields >> name >> digest;
-        digests[name] = digest;
+        if (name == "random") {
+            random = std::stoi(digest);
+        } else {
+            digests[name] = digest;
+        }
     }
     return digests;
 }
@@ -453,10 +461,11 @@ std::map<std::string, std::string> digests_of(const std::vector<Call> &calls, Ba
 }
 
 int usage() {
-    std::fprintf(stderr, "usage: magi2norm_bits check FILE [--target T] [--random N]   compare with FILE's digests\n"
+    std::fprintf(stderr, "usage: magi2norm_bits check FILE [--target T]                compare with FILE's digests\n"
                          "       magi2norm_bits record FILE [--random N]              write the digests to FILE\n"
                          "       magi2norm_bits print [--target T] [--random N]       print the digests\n"
-                         "T: avx512_bf16 (the default), avx512, avx2, sse41, opencl, cuda; N: random calls added\n");
+                         "T: avx512_bf16 (the default), avx512, avx2, sse41, opencl, cuda; N: random calls added\n"
+                         "(check: as many as FILE records)\n");
     return 2;
 }
 
@@ -484,7 +493,8 @@ int main(int argc, char **argv) {
             return usage();
         }
     }
-    if (a != argc || (mode == "record" && target != "avx512_bf16")) return usage();
+    const bool random_given = std::find(argv + 2, argv + argc, std::string("--random")) != argv + argc;
+    if (a != argc || (mode == "record" && target != "avx512_bf16") || (mode == "check" && random_given)) return usage();
     const std::map<std::string, Isa> isas = {
         {"avx512_bf16", Isa::avx512_bf16}, {"avx512", Isa::avx512}, {"avx2", Isa::avx2}, {"sse41", Isa::sse41}};
     Backend backend = Backend::cpu;
@@ -503,6 +513,8 @@ int main(int argc, char **argv) {
     }
     try {
         int failures = 0;
+        std::map<std::string, std::string> expected;
+        if (mode == "check") expected = read_digests(path, random);  // the file's random calls
         std::vector<Call> all = calls();
         for (Call &c : golden_calls()) all.push_back(std::move(c));
         for (Call &c : random_calls(random)) all.push_back(std::move(c));
@@ -514,8 +526,9 @@ int main(int argc, char **argv) {
         if (mode == "record") {
             std::ofstream out(path);
             out << "# The digests (FNV-1a 64 of the outputs' elements, NaNs canonical) of tests/bits/bits_recorder.cpp's\n"
-                   "# calls, the same on every target. Written by `magi2norm_bits record FILE --random "
-                << random << "`; a change that moves them says so.\n";
+                   "# calls, the same on every target, and how many random calls it holds. Written by\n"
+                   "# `magi2norm_bits record FILE --random N`; a change that moves them says so.\n";
+            out << "random " << random << '\n';
             for (const auto &[name, digest] : digests) out << name << ' ' << digest << '\n';
             std::printf("%zu digests written to %s\n", digests.size(), path.c_str());
             return failures == 0 ? 0 : 1;
@@ -524,7 +537,6 @@ int main(int argc, char **argv) {
             for (const auto &[name, digest] : digests) std::printf("%s %s\n", name.c_str(), digest.c_str());
             return failures == 0 ? 0 : 1;
         }
-        const auto expected = read_digests(path);
         for (const auto &[name, digest] : digests) {
             auto it = expected.find(name);
             if (it == expected.end()) {
