@@ -33,6 +33,7 @@
 #include "magi2norm/float_codecs.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "magi2norm/safetensors.hpp"
+#include "splitmix64.hpp"
 
 namespace {
 
@@ -77,21 +78,17 @@ int forced_features(int count, const std::uint64_t *features) {
 
 // ---- data ----------------------------------------------------------------------------------
 
+// splitmix64 (measure/splitmix64.hpp): the same values on every machine.
 struct Rng {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    magi2norm::measure::SplitMix64 bits;
+    std::uint64_t next() { return bits.next(); }
     double uniform() { return (next() >> 11) * 0x1.0p-53; }  // [0, 1)
 };
 
 // Values whose rows span many binades (a few large elements among small ones, rows scaled from
 // 2^-20 to 2^20), so that a sum taken in another order gives other bits.
 std::vector<float> values(std::int64_t count, std::int64_t row, std::uint64_t seed) {
-    Rng rng{seed};
+    Rng rng{magi2norm::measure::SplitMix64(seed)};
     std::vector<float> v(static_cast<std::size_t>(count));
     double row_scale = 1;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -204,7 +201,7 @@ struct Inputs {
 
 Inputs make_inputs(const std::string &name, const Shape &shape, DType in, DType out) {
     const std::int64_t dim = shape.x.back(), tokens = shape.x.front();
-    Rng rng{seed_of(name) ^ 1};
+    Rng rng{magi2norm::measure::SplitMix64(seed_of(name) ^ 1)};
     std::vector<float> w(static_cast<std::size_t>(shape.M * shape.P * dim));
     for (auto &v : w) v = static_cast<float>(rng.uniform() - 0.5);
     Buffer weight(DType::bf16, static_cast<std::int64_t>(w.size()));
@@ -380,7 +377,7 @@ std::vector<Call> random_calls(int count) {
     const std::int64_t widths[] = {1, 2, 3, 7, 16, 17, 63, 64, 100, 128, 255, 300, 768, 1000, 1536, 3072, 4097, 12288};
     std::vector<Call> c;
     for (int i = 0; i < count; ++i) {
-        Rng rng{seed_of("random") + static_cast<std::uint64_t>(i)};
+        Rng rng{magi2norm::measure::SplitMix64(seed_of("random") + static_cast<std::uint64_t>(i))};
         const auto pick = [&](std::uint64_t n) { return static_cast<std::int64_t>(rng.next() % n); };
         const int in = static_cast<int>(pick(3)), out = static_cast<int>(pick(3)), dx = static_cast<int>(pick(3));
         const bool backward = pick(5) < 2;
