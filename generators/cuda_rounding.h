@@ -4,7 +4,7 @@
 // CPU rounds each operation, so those kernels would differ from the CPU's bits. This pass, run
 // last in lowering, turns every FP32 and FP64 add, subtract and multiply inside a CUDA kernel
 // into NVVM's explicitly rounded add.rn / mul.rn, which neither LLVM nor ptxas fuses: the PTX
-// then says what the CPU computes (tests/bits/ptx_rounding_check.py reads it back).
+// then says what the CPU computes (tests/bits/rounding_scan.py reads it back).
 #pragma once
 
 #include "Halide.h"
