@@ -24,9 +24,9 @@
 #include "backward_abi.h"
 #include "backward_stages.h"
 #include "cpu_backward_schedule.h"
+#include "cuda_rounding.h"
 #include "gpu_backward_schedule.h"
 #include "knobs.h"
-#include "cuda_rounding.h"
 #include "norm_pieces.h"
 
 namespace magi2norm::algorithm {

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "cpu_schedule.h"
+#include "cuda_rounding.h"
 #include "gpu_schedule.h"
 #include "kernel_abi.h"
-#include "cuda_rounding.h"
 #include "norm_pieces.h"
 #include "norm_stages.h"
 

@@ -102,7 +102,7 @@ inline void define(Halide::FuncRef ref, const std::vector<Halide::Expr> &values)
 }
 
 inline RowSum row_sums(const std::vector<Halide::Func> &terms, const Halide::Expr &dim, int steps, const Halide::Var &lane,
-                           const std::string &name) {
+                       const std::string &name) {
     using namespace Halide;
     Var h("h"), a("a"), t("t");
     const int block = abi::kSumLanes * steps;

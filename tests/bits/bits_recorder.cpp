@@ -100,14 +100,19 @@ std::vector<float> values(std::int64_t count, std::int64_t row, std::uint64_t se
     return v;
 }
 
+// FNV-1a 64: a hash of a byte stream (`h` the hash so far), for the digests and the calls' seeds.
+constexpr std::uint64_t kFnvStart = 0xcbf29ce484222325ull;
+std::uint64_t fnv1a(std::uint64_t h, std::uint8_t byte) { return (h ^ byte) * 0x100000001b3ull; }
+
 // A buffer of `count` elements of `dtype`, 64-byte aligned, holding `v` rounded to the dtype.
 struct Buffer {
     std::shared_ptr<std::uint8_t> bytes;
     DType dtype;
     std::size_t size;
     Buffer(DType d, std::int64_t count) : dtype(d), size(static_cast<std::size_t>(count) * magi2norm::dtype_size(d)) {
-        void *p = std::aligned_alloc(64, (size + 63) / 64 * 64 + 64);
-        std::memset(p, 0, (size + 63) / 64 * 64 + 64);
+        const std::size_t allocated = (size + 63) / 64 * 64 + 64;
+        void *p = std::aligned_alloc(64, allocated);
+        std::memset(p, 0, allocated);
         bytes.reset(static_cast<std::uint8_t *>(p), std::free);
     }
     void fill(const std::vector<float> &v) {
@@ -123,7 +128,7 @@ struct Buffer {
     // FNV-1a over the elements' bits, each NaN as the dtype's canonical quiet NaN: a NaN's payload
     // follows the target's arithmetic (x86's default NaN is negative, CUDA's positive), so the
     // guarantee is NaN for NaN, every other bit equal.
-    std::uint64_t digest(std::uint64_t h = 0xcbf29ce484222325ull) const {
+    std::uint64_t digest(std::uint64_t h = kFnvStart) const {
         const std::size_t elem = magi2norm::dtype_size(dtype);
         for (std::size_t i = 0; i < size; i += elem) {
             std::uint32_t bits = 0;
@@ -132,7 +137,7 @@ struct Buffer {
                              : dtype == DType::bf16 ? (bits & 0x7fffu) > 0x7f80u
                                                     : (bits & 0x7fffu) > 0x7c00u;
             if (nan) bits = dtype == DType::f32 ? 0x7fc00000u : dtype == DType::bf16 ? 0x7fc0u : 0x7e00u;
-            for (std::size_t b = 0; b < elem; ++b) h = (h ^ ((bits >> (8 * b)) & 0xffu)) * 0x100000001b3ull;
+            for (std::size_t b = 0; b < elem; ++b) h = fnv1a(h, static_cast<std::uint8_t>(bits >> (8 * b)));
         }
         return h;
     }
@@ -152,8 +157,8 @@ struct Call {
 };
 
 std::uint64_t seed_of(const std::string &name) {
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    std::uint64_t h = kFnvStart;
+    for (char c : name) h = fnv1a(h, static_cast<std::uint8_t>(c));
     return h;
 }
 
@@ -180,12 +185,6 @@ struct Shape {
     }
 };
 
-std::int64_t count_of(const std::vector<std::int64_t> &shape) {
-    std::int64_t n = 1;
-    for (auto e : shape) n *= e;
-    return n;
-}
-
 struct Inputs {
     magi2norm::RMSNorm norm;
     Buffer x;
@@ -202,12 +201,13 @@ struct Inputs {
 Inputs make_inputs(const std::string &name, const Shape &shape, DType in, DType out) {
     const std::int64_t dim = shape.x.back(), tokens = shape.x.front();
     Rng rng{magi2norm::measure::SplitMix64(seed_of(name) ^ 1)};
-    std::vector<float> w(static_cast<std::size_t>(shape.M * shape.P * dim));
+    const std::int64_t weights = shape.M * shape.P * dim;
+    std::vector<float> w(static_cast<std::size_t>(weights));
     for (auto &v : w) v = static_cast<float>(rng.uniform() - 0.5);
-    Buffer weight(DType::bf16, static_cast<std::int64_t>(w.size()));
+    Buffer weight(DType::bf16, weights);
     weight.fill(w);
     magi2norm::NormConfig config{dim, 1e-6f, shape.M, shape.P, out};
-    Inputs inputs{magi2norm::RMSNorm(config, magi2norm::ConstTensorView(weight.bytes.get(), DType::bf16, {count_of({shape.M, shape.P, dim})})),
+    Inputs inputs{magi2norm::RMSNorm(config, magi2norm::ConstTensorView(weight.bytes.get(), DType::bf16, {weights})),
                   Buffer(in, shape.elements()), shape.grouping, {}, {}};
     inputs.x.fill(values(shape.elements(), dim + shape.pad, seed_of(name)));
     if (shape.grouping == Grouping::Kind::sizes) {
@@ -229,9 +229,9 @@ Call forward_call(const std::string &name, Shape shape, DType in, DType out, boo
     return {name, [=](const Run &run) {
                 Inputs inputs = make_inputs(name, shape, in, out);
                 std::vector<std::int64_t> y_shape = inputs.norm.output_shape(shape.x);
-                Buffer y(out, count_of(y_shape));
+                Buffer y(out, magi2norm::element_count(y_shape));
                 std::vector<std::int64_t> rows_shape(y_shape.begin(), y_shape.end() - 1);
-                Buffer inv(DType::f32, count_of(rows_shape));
+                Buffer inv(DType::f32, magi2norm::element_count(rows_shape));
                 magi2norm::CallOptions options;
                 options.stream.backend = run.backend;
                 options.num_threads = run.threads;
@@ -248,13 +248,13 @@ Call backward_call(const std::string &name, Shape shape, DType in, DType dy_type
     return {name, [=](const Run &run) {
                 Inputs inputs = make_inputs(name, shape, in, in);
                 std::vector<std::int64_t> y_shape = inputs.norm.output_shape(shape.x);
-                Buffer dy(dy_type, count_of(y_shape));
-                dy.fill(values(count_of(y_shape), y_shape.back(), seed_of(name) ^ 2));
-                Buffer dx(dx_type, count_of(shape.x));
+                Buffer dy(dy_type, magi2norm::element_count(y_shape));
+                dy.fill(values(magi2norm::element_count(y_shape), y_shape.back(), seed_of(name) ^ 2));
+                Buffer dx(dx_type, magi2norm::element_count(shape.x));
                 Buffer dweight(DType::f32, shape.M * shape.P * shape.x.back());
                 std::vector<std::int64_t> rows_shape(y_shape.begin(), y_shape.end() - 1);
-                Buffer inv(DType::f32, count_of(rows_shape));
-                Buffer y(in, count_of(y_shape));
+                Buffer inv(DType::f32, magi2norm::element_count(rows_shape));
+                Buffer y(in, magi2norm::element_count(y_shape));
                 const magi2norm::ConstTensorView x_view(inputs.x.bytes.get(), in, shape.x, shape.strides());
                 magi2norm::BackwardOptions options;
                 options.dx_dtype = dx_type;
@@ -355,7 +355,7 @@ std::vector<Call> golden_calls() {
                          }
                          const DType out = norm.output_dtype(x.dtype);
                          const std::vector<std::int64_t> y_shape = norm.output_shape(x.shape);
-                         Buffer y(out, count_of(y_shape));
+                         Buffer y(out, magi2norm::element_count(y_shape));
                          magi2norm::CallOptions options;
                          options.stream.backend = run.backend;
                          options.num_threads = run.threads;

@@ -49,9 +49,9 @@ def opencl_sources(path):
         start = data.find(b"/*OpenCL C", end)
 
 
-def opencl_problems(path):
+def opencl_problems(path, sources):
     problems = []
-    for source in opencl_sources(path):
+    for source in sources:
         for number, line in enumerate(source.splitlines(), 1):
             if OPENCL_FORBIDDEN.search(line):
                 problems.append(f"{path.name}:{number}: {line.strip()}")
@@ -73,7 +73,9 @@ def main():
     parser.add_argument("--opencl", action="store_true")
     args = parser.parse_args()
     ptx = sorted(args.build_dir.glob("magi2_norm*cuda*.device_code"))
-    opencl = [p for p in sorted(args.build_dir.glob("magi2_norm*opencl*.o")) if next(opencl_sources(p), None) is not None]
+    # Each object's programs, read once; objects without one (wrappers) left out.
+    opencl = {p: list(opencl_sources(p)) for p in sorted(args.build_dir.glob("magi2_norm*opencl*.o"))}
+    opencl = {p: sources for p, sources in opencl.items() if sources}
     problems = []
     if args.cuda and not ptx:
         problems.append("no CUDA device code found")
@@ -81,8 +83,8 @@ def main():
         problems.append("no OpenCL program found")
     for path in ptx:
         problems += ptx_problems(path)
-    for path in opencl:
-        problems += opencl_problems(path)
+    for path, sources in opencl.items():
+        problems += opencl_problems(path, sources)
     for p in problems[:50]:
         print(p)
     print(f"{len(ptx)} PTX files, {len(opencl)} OpenCL programs: {len(problems)} problems")
