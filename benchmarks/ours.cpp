@@ -42,6 +42,7 @@ public:
           grouping_(grouping_of(ws)),
           shape_(ws.spec().shape()),
           strides_(contiguous_strides(shape_)) {
+        for (std::size_t pair = 0; pair < ws.pairs(); ++pair) outputs_.push_back(ws.out(pair));
         if (form == ViewForm::one_sequence) {
             shape_.insert(shape_.begin(), 1);
             strides_.insert(strides_.begin(), strides_.front() * ws.spec().tokens);
@@ -54,8 +55,8 @@ public:
     const void *run(std::size_t pair) override {
         const Case &c = ws_.spec();
         norm_.forward(ConstTensorView(ws_.x(pair), c.in, shape_, strides_), grouping_,
-                      TensorView(ws_.out(pair), c.out, shape_, strides_));
-        return ws_.out(pair);
+                      TensorView(outputs_[pair], c.out, shape_, strides_));
+        return outputs_[pair];
     }
 
 protected:
@@ -72,6 +73,7 @@ protected:
     RMSNorm norm_;
     Grouping grouping_;
     std::vector<std::int64_t> shape_, strides_;
+    std::vector<void *> outputs_;  // one a pair: the workspace's, unless a subclass places them
 };
 
 // The plain view with its output at an address of exactly `alignment` bytes (64-byte aligned
@@ -85,19 +87,12 @@ public:
         for (std::size_t pair = 0; pair < ws.pairs(); ++pair) {
             buffers_.emplace_back(bytes + 128);
             auto base = reinterpret_cast<std::uintptr_t>(buffers_.back().data());
-            outputs_.push_back(reinterpret_cast<void *>((base + 63) / 64 * 64 + alignment % 64));
+            outputs_[pair] = reinterpret_cast<void *>((base + 63) / 64 * 64 + alignment % 64);
         }
-    }
-
-    const void *run(std::size_t pair) override {
-        const Case &c = ws_.spec();
-        norm_.forward(ConstTensorView(ws_.x(pair), c.in, shape_, strides_), grouping_, TensorView(outputs_[pair], c.out, shape_, strides_));
-        return outputs_[pair];
     }
 
 private:
     std::vector<std::vector<unsigned char>> buffers_;
-    std::vector<void *> outputs_;
 };
 
 class PlannedRunner : public OursRunner {
