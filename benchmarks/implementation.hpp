@@ -49,7 +49,8 @@ Implementation ours_untuned();
 // Ours on the same memory through other views ("ours_one_sequence": [1, T, ...];
 // "ours_heads_major": [rows, T, D] of the multi-row cases), and with the output at an address of
 // exactly 64, 32, 16, 4 or 2 bytes' alignment ("ours_out_at_<bytes>", the dtype permitting), for
-// the cases with one modality and T >= kLargeTokens: each should run at the plain view's speed.
+// the cases with one modality and T >= kLargeTokens: each should run at the plain view's speed;
+// and the plain view with ordinary stores forced ("ours_ordinary_stores": against the copy).
 std::vector<Implementation> ours_view_forms();
 // A memcpy moving as many bytes as the norm, for tiny cases only: the tiny-call yardstick.
 Implementation memcpy_reference();

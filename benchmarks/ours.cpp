@@ -2,8 +2,9 @@
 // weight, forward() per call (views and grouping validated every time, as in the model), or a
 // plan made once and run per call ("ours_planned": what a host that repeats its shapes does).
 // Also the same memory through other views (ViewForm), which should run at the plain view's speed,
-// the output at each address alignment ("ours_out_at_<bytes>"), and, on a CPU with AVX-512 BF16, the variant its plan would run without that ISA's family
-// ("ours_integer_bf16").
+// the output at each address alignment ("ours_out_at_<bytes>"), with ordinary stores forced
+// ("ours_ordinary_stores"), and, on a CPU with AVX-512 BF16, the variant its plan would run
+// without that ISA's family ("ours_integer_bf16").
 #include "implementation.hpp"
 
 #include <algorithm>
@@ -55,7 +56,7 @@ public:
     const void *run(std::size_t pair) override {
         const Case &c = ws_.spec();
         norm_.forward(ConstTensorView(ws_.x(pair), c.in, shape_, strides_), grouping_,
-                      TensorView(outputs_[pair], c.out, shape_, strides_));
+                      TensorView(outputs_[pair], c.out, shape_, strides_), options_);
         return outputs_[pair];
     }
 
@@ -74,6 +75,14 @@ protected:
     Grouping grouping_;
     std::vector<std::int64_t> shape_, strides_;
     std::vector<void *> outputs_;  // one a pair: the workspace's, unless a subclass places them
+    CallOptions options_;
+};
+
+// The plain view with streaming stores refused (a per-call StreamingPolicy of 0 bytes), as a host
+// that forces ordinary stores runs, and as outputs below the streaming threshold do.
+class OrdinaryStoresRunner : public OursRunner {
+public:
+    explicit OrdinaryStoresRunner(Workspace &ws) : OursRunner(ws, ViewForm::plain) { options_.streaming = StreamingPolicy{0, 0, 0}; }
 };
 
 // The plain view with its output at an address of exactly `alignment` bytes (64-byte aligned
@@ -226,7 +235,9 @@ std::vector<Implementation> ours_view_forms() {
     std::vector<Implementation> forms = {
         {"ours_one_sequence", num_threads(), large_one_modality, prepare(ViewForm::one_sequence)},
         {"ours_heads_major", num_threads(), [=](const Case &c) { return large_one_modality(c) && c.rows_per_token() > 1; },
-         prepare(ViewForm::heads_major)}};
+         prepare(ViewForm::heads_major)},
+        {"ours_ordinary_stores", num_threads(), large_one_modality,
+         [](Workspace &ws) { return std::make_unique<OrdinaryStoresRunner>(ws); }}};
     // The output at each alignment its dtype allows, 64 bytes included (the runner's buffers
     // against the workspace's): "ours_out_at_<bytes>".
     for (std::size_t alignment : {64, 32, 16, 4, 2}) {

@@ -104,7 +104,7 @@ TEST(ClassSelection, AnUntunedBuildPlansItsUntunedVariants) {
 }
 
 // A D in [lo, hi] that every form and store kind can take (whole 16-element blocks, rows a
-// multiple of 32 bytes), 0 where none is.
+// multiple of 32 bytes, whatever the streaming alignment), 0 where none is.
 std::int64_t plannable_dim(std::int64_t lo, std::int64_t hi) {
     const std::int64_t d = (std::max<std::int64_t>(lo, 16) + 15) / 16 * 16;
     return d <= hi ? d : 0;
