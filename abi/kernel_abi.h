@@ -17,11 +17,4 @@ constexpr int kSumLanes = 16;
 // every target: the order of the row sums, and so the output bits, is this and kSumLanes alone.
 constexpr int kSumSteps = 4;
 
-// The CPU's streaming-store variants of the forward's element form write each row as this many
-// outputs over the same memory, in argument order: the row's middle (`out`, starting at the first
-// streaming-alignment boundary of the row and ending at its last), then its head (the elements
-// before the middle) and its tail (those after it). So the middle's vector stores are all aligned
-// and an output at any element-aligned address streams.
-constexpr int kPeeledOutputs = 3;
-
 }  // namespace magi2norm::abi

@@ -238,8 +238,8 @@ endfunction()
 #   one dy row a dx row (sums_rows=false, every other call), family "_single".
 # The family is named FAMILY (default: the backend, "cuda<nn>" for CUDA), plus "_t<n>" for class
 # n of a tuning record and "_streaming" for outputs (the forward's y, the backward's dx) written
-# with streaming stores in pieces of MAGI2NORM_STREAMING_ALIGNMENT bytes (x86 targets, at least
-# two; _magi2norm_ir_library; the forward's element form peels each row to it). NATIVE_BF16 (the CPU element form, BF16 outputs only, on
+# with streaming stores in pieces of MAGI2NORM_STREAMING_ALIGNMENT bytes, the output aligned to
+# it (x86 targets, at least two; _magi2norm_ir_library). NATIVE_BF16 (the CPU element form, BF16 outputs only, on
 # MAGI2NORM_X86_BF16_TARGET) encodes BF16 with the AVX-512 BF16 conversion (native_bf16, through
 # cmake/ir_steps.py --native-bf16), family "_avx512bf16", taken only on CPUs with that ISA.
 # COMPUTE_CAPABILITY (CUDA) is the lowest device capability,

@@ -87,10 +87,6 @@ public:
         for (int m = 1; m < kMaxGroups; ++m) group_starts.push_back(add_input<int32_t>("group_start_" + std::to_string(m)));
         eps = add_input<float>("eps");
         out = add_output<Buffer<>>("out", buffer_type(out_type), 4);
-        if (peels_rows()) {
-            out_head = add_output<Buffer<>>("out_head", buffer_type(out_type), 4);
-            out_tail = add_output<Buffer<>>("out_tail", buffer_type(out_type), 4);
-        }
         if (writes_inverse_rms) inverse_rms_out = add_output<Buffer<float>>("inverse_rms", 3);
     }
 
@@ -137,10 +133,6 @@ public:
             define_elements(s);
         }
         *out = s.output;  // NOLINT: Output<Buffer> assignment from a Func
-        if (peels_rows()) {
-            *out_head = s.edges[0];  // NOLINT: Output<Buffer> assignment from a Func
-            *out_tail = s.edges[1];  // NOLINT: Output<Buffer> assignment from a Func
-        }
         if (writes_inverse_rms) {
             if (paired_words || one_row) throw CompileError("writes_inverse_rms is a form of the element form");
             s.inverse_rms = Func("inverse_rms");
@@ -175,11 +167,6 @@ private:
     GeneratorInput<float> *eps = nullptr;
     GeneratorOutput<Buffer<>> *out = nullptr;
     GeneratorOutput<Buffer<float>> *inverse_rms_out = nullptr;  // (h, a, t), the training form's
-    // The streaming element form's rows are three outputs over the same memory (abi/kernel_abi.h,
-    // kPeeledOutputs): each row's head, its aligned middle (`out`) and its tail.
-    GeneratorOutput<Buffer<>> *out_head = nullptr, *out_tail = nullptr;
-
-    bool peels_rows() const { return cpu_streaming_alignment > 0 && !paired_words && !one_row && !writes_inverse_rms; }
 
     schedules::CpuKnobs cpu_knobs() const {
         schedules::CpuKnobs k;
@@ -223,14 +210,7 @@ private:
 
         Func y32("y32");
         y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
-        Expr y = encode(out_type, y32(d, h, a, t), result_nans(in_type, get_target()), get_target(), native_bf16);
-        s.output(d, h, a, t) = y;
-        if (!peels_rows()) return;
-        for (const char *name : {"norm_head", "norm_tail"}) {
-            Func edge(name);
-            edge(d, h, a, t) = y;
-            s.edges.push_back(edge);
-        }
+        s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), result_nans(in_type, get_target()), get_target(), native_bf16);
     }
 
     // The same formula over paired words, for BF16 -> BF16 rows of a multiple of 16 elements
@@ -309,11 +289,6 @@ private:
         if (!paired_words) {
             x->dim(0).set_stride(Expr());
             out->dim(0).set_stride(Expr());
-            // A row's head and tail: the rows of the middle (its bounds).
-            for (auto *edge : {out_head, out_tail}) {
-                if (edge == nullptr) continue;
-                for (int i = 1; i < 4; ++i) edge->dim(i).set_bounds(out->dim(i).min(), out->dim(i).extent());
-            }
             // The inverse RMS: the output's rows (its bounds), at any strides.
             if (inverse_rms_out) {
                 for (int i = 0; i < 3; ++i) inverse_rms_out->dim(i).set_bounds(out->dim(i + 1).min(), out->dim(i + 1).extent());
@@ -331,13 +306,11 @@ private:
 
     // Streaming stores (cmake/ir_steps.py marks the output's vector stores non-temporal after
     // Halide's code generation) need aligned addresses: x86's movntdq faults on any other. The
-    // schedule writes whole vectors at multiples of the vector width from the output's first
-    // element, so every vector store is aligned to `bytes` (or to its own size, if smaller) when
-    // that element is, its rows are dense and a multiple of `bytes` long, and every other stride
-    // is a multiple of `bytes`. In the element form `out` is each row's aligned middle: the
-    // runtime passes the elements before and after it as out_head and out_tail, so an output at
-    // any element-aligned address streams. Any other call fails the pipeline's own checks with
-    // an error, never a fault.
+    // schedule writes whole vectors at multiples of the vector width from d = 0, so every vector
+    // store is aligned to `bytes` (or to its own size, if smaller) when the output's first
+    // element is, its rows are dense and a multiple of `bytes` long, and every other stride is a
+    // multiple of `bytes`. The runtime sends only such calls here; any other call fails the
+    // pipeline's own checks with an error, never a fault.
     void require_streaming_layout(int bytes) {
         out->set_host_alignment(bytes);
         out->dim(0).set_stride(1);

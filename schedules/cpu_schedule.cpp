@@ -105,22 +105,15 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
     // its strides nor on the ISA the multi-target object picks.
     s.lane_sums.compute_at(s.sum_squares, s.h);
 
-    // Fast path: unit inner strides and at least one full vector per row (of the aligned middle,
-    // where a row is peeled); ShiftInwards recomputes a few elements of the last vector instead
-    // of a scalar tail.
-    const bool peeled = !s.edges.empty();
-    Expr row_vectors = peeled ? s.output.output_buffer().dim(0).extent() >= vec : s.dim >= vec;
-    Expr contiguous = s.x_inner_stride == 1 && s.out_inner_stride == 1 && row_vectors;
-    // A peeled row's head and tail (a few elements each) are fused into the middle's loops at
-    // the row, so they share its inverse RMS: compute_with needs the same tasks on every path,
-    // hence one split of the middle's before its fast path specializes.
-    if (peeled) over_tasks(s.output, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true);
+    // Fast path: unit inner strides and at least one full vector per row; ShiftInwards recomputes
+    // a few elements of the last vector instead of a scalar tail.
+    Expr contiguous = s.x_inner_stride == 1 && s.out_inner_stride == 1 && s.dim >= vec;
     // Calls from memory prefetch the next token's row while they write this one, so reads overlap
     // writes. Halide emits prefetchnta, which slows calls whose input is in cache: hence the size
     // threshold. Their tasks are larger (a task's first row has no prefetch), and their last task
     // shifts back: under a guarded tail Halide drops the prefetch's token offset.
     Stage from_memory = s.output.specialize(from_memory_only ? contiguous : contiguous && bytes >= knobs.prefetch_bytes);
-    if (!peeled) over_tasks(from_memory, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true);
+    over_tasks(from_memory, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true);
     if (s.in_bytes < s.out_bytes) {
         // FP32 outputs of 16-bit inputs prefetch at the loop over vectors of an explicit split:
         // at the vectorized d the prefetch address carries the shifted-inwards index (5 of 14
@@ -139,11 +132,7 @@ void schedule_cpu(NormStages &s, const CpuKnobs &knobs, bool from_memory_only, c
         over_tasks(serial, knobs.task_bytes, TailStrategy::GuardWithIf, false);
         serial.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
     }
-    if (!peeled) over_tasks(s.output, knobs.task_bytes, TailStrategy::GuardWithIf, true);
-    for (Func edge : s.edges) {
-        over_tasks(edge, knobs.memory_task_bytes, TailStrategy::ShiftInwards, true);
-        edge.compute_with(s.output, h_row);
-    }
+    over_tasks(s.output, knobs.task_bytes, TailStrategy::GuardWithIf, true);
     // With from_memory_only the condition is the one above; Halide would vectorize it twice.
     if (!from_memory_only) s.output.specialize(contiguous).vectorize(s.d, vec, TailStrategy::ShiftInwards);
     s.lane_sums.vectorize(s.lane);

@@ -3,8 +3,6 @@
 // The algorithm fills this in; a schedule only reorders, splits, vectorizes and places stages.
 #pragma once
 
-#include <vector>
-
 #include "Halide.h"
 #include "kernel_abi.h"
 
@@ -16,8 +14,6 @@ struct NormStages {
     Halide::Var d{"d"}, h{"h"}, a{"a"}, t{"t"};
 
     Halide::Func output;       // out(d, h, a, t): the cast result, the pipeline's output
-    std::vector<Halide::Func> edges;  // streaming element form: the outputs of each row's head
-                                      // and tail around the aligned middle `output` writes
     Halide::Func sum_squares;  // (h, a, t): FP64 sum of FP32 partials, each of `sum_steps`
                                // squares (zero past the row's end); on GPUs an update over
                                // `blocks`, on CPUs a pure tree over `lane_sums`

@@ -1,9 +1,7 @@
 // Which CPU calls the runtime sends to the streaming-store variants (call_plan.cpp,
-// plan_variants and choose_kernel). Those variants require rows that all start at the same
-// offset from an alignment boundary (the element form peels it; the paired-word form needs none)
-// and refuse any other call with an error (generators/magi2_norm_generator.cpp,
-// require_streaming_layout), so the runtime must send exactly the calls they accept, and only
-// those the streaming policy admits. The
+// plan_variants and choose_kernel). Those variants require an aligned output and refuse any other
+// with an error (generators/magi2_norm_generator.cpp, require_streaming_layout), so the runtime
+// must send exactly the calls they accept, and only those the streaming policy admits. The
 // contract suites check that both kinds of variant give the same bytes
 // (tests/contract/streaming_test.cpp).
 #include <gtest/gtest.h>
@@ -75,17 +73,9 @@ TEST_F(StreamingStores, AlignedModelOutputsFromMemory) {
     EXPECT_TRUE(takes_streaming_stores(heads_apart));
 }
 
-TEST_F(StreamingStores, AnyElementAlignedFirstElement) {
-    EXPECT_TRUE(takes_streaming_stores(pre_norm(), kAligned + 2)) << "first element off by one element";
-    EXPECT_TRUE(takes_streaming_stores(pre_norm(), kAligned + kAlignment / 2)) << "first element off by half the alignment";
-    EXPECT_FALSE(takes_streaming_stores(pre_norm(), kAligned + 1)) << "first element between two elements";
-    CallPlan one_row = pre_norm();  // a single row of any length: nothing to be alike
-    one_row.layout.extent = {3071, 1, 1, 1};
-    magi2norm::set_streaming_policy({1, 0, 0});  // 6 KiB: below the default's threshold
-    EXPECT_TRUE(takes_streaming_stores(one_row, kAligned + 6));
-}
-
-TEST_F(StreamingStores, NotWhenRowsStartAtDifferentOffsets) {
+TEST_F(StreamingStores, NotWhenTheVariantsCannotStoreAligned) {
+    EXPECT_FALSE(takes_streaming_stores(pre_norm(), kAligned + 2)) << "first element off by one element";
+    EXPECT_FALSE(takes_streaming_stores(pre_norm(), kAligned + kAlignment / 2)) << "first element off by half the alignment";
     CallPlan odd_row = pre_norm();
     odd_row.layout.extent[0] = odd_row.layout.out_stride[1] = odd_row.layout.out_stride[2] = odd_row.layout.out_stride[3] =
         3072 + kAlignment / 4;

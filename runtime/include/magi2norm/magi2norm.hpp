@@ -214,11 +214,11 @@ private:
 // Which CPU outputs are written with streaming (non-temporal) stores. They skip reading each
 // output line before writing it (a third of the memory traffic of a bf16 -> bf16 norm), and
 // leave the output out of the cache, so they pay for large outputs and cost small ones, which
-// their consumer would find in cache. Results are identical either way. Outputs whose rows are
-// dense and all start at the same offset from a 16-byte line (CMake option
-// MAGI2NORM_STREAMING_ALIGNMENT; every other stride a multiple of 16 bytes) take them at any
-// element-aligned address: each row's few elements before its first line and after its last get
-// ordinary stores. Other outputs get ordinary stores.
+// their consumer would find in cache. Results are identical either way. Only outputs that can
+// be stored aligned take them: the first element aligned to 16 bytes (CMake option
+// MAGI2NORM_STREAMING_ALIGNMENT; malloc and std::vector align to 16, PyTorch's CPU allocator to
+// 64), rows dense and a multiple of 16 bytes long, the other strides multiples of 16 bytes.
+// Other outputs get ordinary stores.
 // StreamingPolicy{} is the untuned default; a build tuned for a machine may start from another
 // (default_streaming_policy).
 struct StreamingPolicy {

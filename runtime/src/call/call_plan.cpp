@@ -53,7 +53,7 @@ void launch(const CallPlan &p, const KernelEntry &kernel, const void *x, void *o
     if (p.backend == Backend::cpu) resolve_parallel_loop(call, p.parallel_loop, p.num_threads);
     const std::int32_t *kernel_ids = p.takes_ids ? ids : p.ids_from_sizes.empty() ? nullptr : p.ids_from_sizes.data();
     KernelArgs args(p.dims[static_cast<std::size_t>(kernel.form)], kernel.form, p.x.dtype, p.out.dtype, p.group_starts,
-                    p.norm->config.eps, call, row_peel_alignment(kernel));
+                    p.norm->config.eps, call);
     const float *scale = paired ? p.norm->paired_scale.data() : p.scale;
     if (kernel.form == Form::one_row) {
         scale += (p.takes_ids ? ids[0] : p.row_modality) * p.norm->config.num_patterns * p.norm->config.dim;

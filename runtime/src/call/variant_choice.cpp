@@ -10,22 +10,15 @@ namespace magi2norm::detail {
 
 bool aligned(const void *p, std::uintptr_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
 
-// Whether every row of this layout starts at the same offset from an alignment boundary: rows
-// dense, every other stride of an axis longer than 1 a multiple of the alignment. The forward's
-// streaming element form peels that offset off each row (abi::kPeeledOutputs).
-bool rows_alike(const KernelLayout &l, std::int64_t elem, std::int64_t alignment) {
-    if (l.out_stride[0] != 1) return false;
+// Whether the streaming-store variants can store this layout aligned, whatever its first
+// element's address: rows dense and a multiple of the alignment long, every other stride of an
+// axis longer than 1 a multiple of it (generators/magi2_norm_generator.cpp, require_streaming_layout).
+bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t alignment) {
+    if (l.out_stride[0] != 1 || l.extent[0] * elem % alignment != 0) return false;
     for (int i = 1; i < 4; ++i) {
         if (l.extent[i] != 1 && l.out_stride[i] * elem % alignment != 0) return false;
     }
     return true;
-}
-
-// Whether the streaming-store variants that do not peel rows can store this layout aligned,
-// given an aligned first element: rows alike and a multiple of the alignment long
-// (require_streaming_layout of generators/magi2_norm_generator.cpp and of the backward's).
-bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t alignment) {
-    return rows_alike(l, elem, alignment) && l.extent[0] * elem % alignment == 0;
 }
 
 namespace {
@@ -84,8 +77,7 @@ void plan_variants(CallPlan &p) {
     p.out_bytes = static_cast<std::int64_t>(dtype_size(p.out.dtype));
     for (const std::int64_t e : p.layout.extent) p.out_bytes *= e;
     const int alignment = cpu_streaming_alignment();
-    const auto elem = static_cast<std::int64_t>(dtype_size(p.out.dtype));
-    const bool streaming = alignment > 0 && rows_alike(p.layout, elem, alignment);
+    const bool streaming = alignment > 0 && streaming_layout(p.layout, static_cast<std::int64_t>(dtype_size(p.out.dtype)), alignment);
     if (streaming) p.elements[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::elements, true, 0, size);
     if (one_dense_row(p.layout)) {
         p.one_row = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::one_row, false, 0, size);
@@ -96,7 +88,7 @@ void plan_variants(CallPlan &p) {
     }
     if (!paired_layout(p)) return;
     p.paired_words[0] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, false, 0, size);
-    if (streaming && streaming_layout(p.layout, elem, alignment)) p.paired_words[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, true, 0, size);
+    if (streaming) p.paired_words[1] = find_kernel(p.backend, p.x.dtype, p.out.dtype, Form::paired_words, true, 0, size);
 }
 
 bool policy_admits(const StreamingPolicy &policy, std::int64_t out_bytes, DType out_dtype, std::int64_t row_elements) {
@@ -109,17 +101,15 @@ bool policy_admits(const StreamingPolicy &policy, const CallPlan &p) {
 }
 
 const KernelEntry &choose_kernel(const CallPlan &p, const void *x, const void *out) {
-    // The element form peels each row to its alignment, so any element-aligned output streams;
-    // the paired-word form does not, so it streams only an aligned output.
-    const bool streaming = p.elements[1] != nullptr && policy_admits(p.streaming ? *p.streaming : streaming_policy(), p) &&
-                           aligned(out, dtype_size(p.out.dtype));
+    const bool streaming =
+        p.elements[1] != nullptr && policy_admits(p.streaming ? *p.streaming : streaming_policy(), p) &&
+        aligned(out, static_cast<std::uintptr_t>(p.elements[1]->streaming_alignment));
     const int stores = streaming ? 1 : 0;
     if (!streaming && p.one_row != nullptr) return *p.one_row;
     // The AVX-512 BF16 element form serves BF16 -> BF16 rows too, faster than the paired-word form
     // (docs/benchmarks/native_bf16.md).
-    const auto word_alignment = static_cast<std::uintptr_t>(streaming ? p.elements[1]->streaming_alignment : 4);
     const bool paired = p.paired_words[stores] != nullptr && p.elements[stores]->isa == Isa::any && aligned(x, 4) &&
-                        aligned(out, word_alignment);
+                        aligned(out, 4);
     return paired ? *p.paired_words[stores] : *p.elements[stores];
 }
 

@@ -22,17 +22,14 @@ void plan_variants(CallPlan &plan);
 bool policy_admits(const StreamingPolicy &policy, const CallPlan &plan);
 bool policy_admits(const StreamingPolicy &policy, std::int64_t out_bytes, DType out_dtype, std::int64_t row_elements);
 
-// For a layout (its out_stride) of `elem`-byte elements and an alignment of `alignment` bytes:
-// whether every row starts at the same offset from an alignment boundary (the streaming
-// element form peels it); whether, besides, the rows are a multiple of the alignment long (the
-// other streaming-store variants, given an aligned first element). Whether `p` is aligned.
-bool rows_alike(const KernelLayout &l, std::int64_t elem, std::int64_t alignment);
+// Whether the streaming-store variants can store a layout (its out_stride) of `elem`-byte
+// elements aligned to `alignment` bytes, given an aligned first element; whether `p` is aligned.
 bool streaming_layout(const KernelLayout &l, std::int64_t elem, std::int64_t alignment);
 bool aligned(const void *p, std::uintptr_t alignment);
 
 // The variant a planned call runs with its data at `x` and `out`: streaming stores where the
-// policy admits the output and `out` is element-aligned (the paired-word form's only where it is
-// aligned for them), the paired-word form where both are on 4-byte boundaries (whole words).
+// policy admits the output and `out` is aligned for them, the paired-word form where both are
+// on 4-byte boundaries (whole words).
 const KernelEntry &choose_kernel(const CallPlan &plan, const void *x, const void *out);
 
 // The backward variant for the dtypes and a call of `size` (a tuning record's class variant where

@@ -50,7 +50,7 @@ struct KernelArgs {
     static constexpr halide_type_t kWord{halide_type_uint, 32};
     using GroupStarts = std::array<std::int32_t, abi::kMaxGroups - 1>;
 
-    HalideBuffer<4> x, out, out_head, out_tail;
+    HalideBuffer<4> x, out;
     HalideBuffer<3> scale, inverse_rms;
     HalideBuffer<1> ids;
     CallContext context;
@@ -58,51 +58,25 @@ struct KernelArgs {
     const GroupStarts &group_starts;
     const float &eps;
     const bool writes_inverse_rms;
-    const int peel_alignment;  // > 0: rows are peeled to this alignment (abi::kPeeledOutputs)
-    // The context, the three inputs, the group starts, eps and up to three outputs.
-    std::array<void *, 1 + 3 + (abi::kMaxGroups - 1) + 1 + abi::kPeeledOutputs> args;
+    std::array<void *, 1 + 3 + abi::kMaxGroups - 1 + 3> args;
 
     // x and out of dtypes `in` and `out_dtype` (32-bit words of two elements in the paired-word
-    // form), laid out as `d`; `peel`: the variant's row_peel_alignment.
+    // form), laid out as `d`.
     KernelArgs(const KernelDims &d, Form form, DType in, DType out_dtype, const GroupStarts &starts, const float &epsilon,
-               const CallContext &call, int peel)
+               const CallContext &call)
         : x(form == Form::paired_words ? kWord : storage_type(in)),
-          out(form == Form::paired_words ? kWord : storage_type(out_dtype)), out_head(storage_type(out_dtype)),
-          out_tail(storage_type(out_dtype)), scale(halide_type_t(halide_type_float, 32)),
-          inverse_rms(halide_type_t(halide_type_float, 32)), ids(halide_type_t(halide_type_int, 32)), context(call),
-          group_starts(starts), eps(epsilon), writes_inverse_rms(form == Form::inverse_rms), peel_alignment(peel) {
+          out(form == Form::paired_words ? kWord : storage_type(out_dtype)),
+          scale(halide_type_t(halide_type_float, 32)), inverse_rms(halide_type_t(halide_type_float, 32)),
+          ids(halide_type_t(halide_type_int, 32)), context(call), group_starts(starts), eps(epsilon),
+          writes_inverse_rms(form == Form::inverse_rms) {
         std::copy(d.x.begin(), d.x.end(), x.dims);
         std::copy(d.out.begin(), d.out.end(), out.dims);
-        std::copy(d.out.begin(), d.out.end(), out_head.dims);
-        std::copy(d.out.begin(), d.out.end(), out_tail.dims);
         std::copy(d.scale.begin(), d.scale.end(), scale.dims);
         std::copy(d.inverse_rms.begin(), d.inverse_rms.end(), inverse_rms.dims);
         ids.dims[0] = d.ids;
     }
     KernelArgs(const KernelArgs &) = delete;
     KernelArgs &operator=(const KernelArgs &) = delete;
-
-    // Attaches the output's memory at `data` (host memory): as it is, or with each row split
-    // into its head, its aligned middle and its tail where the variant peels rows. Every row
-    // starts at the same offset from an alignment boundary (the runtime sends only such layouts).
-    void attach_output(void *data) {
-        auto *bytes = static_cast<std::uint8_t *>(data);
-        out.buffer.host = bytes;
-        if (peel_alignment == 0) return;
-        const std::int64_t elem = out.buffer.type.bytes(), align = peel_alignment, dim = out.dims[0].extent;
-        const auto address = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(data) % peel_alignment);
-        // The middle starts on the row's first boundary even where the row ends before it (then
-        // it is empty and never read: the pipeline checks only its address).
-        const std::int64_t boundary = (align - address) % align / elem, head = std::min(dim, boundary);
-        const std::int64_t middle = (dim - head) * elem / align * align / elem;
-        const auto place = [&](HalideBuffer<4> &b, std::int64_t first, std::int64_t count) {
-            b.dims[0] = halide_dimension_t(static_cast<std::int32_t>(first), static_cast<std::int32_t>(count), 1);
-            b.buffer.host = bytes + first * elem;
-        };
-        place(out_head, 0, head);
-        place(out, boundary, middle);
-        place(out_tail, head + middle, dim - head - middle);
-    }
 
     void **pack() {
         std::size_t n = 0;
@@ -114,10 +88,6 @@ struct KernelArgs {
         for (const std::int32_t &start : group_starts) args[n++] = const_cast<std::int32_t *>(&start);
         args[n++] = const_cast<float *>(&eps);
         args[n++] = &out.buffer;
-        if (peel_alignment > 0) {
-            args[n++] = &out_head.buffer;
-            args[n++] = &out_tail.buffer;
-        }
         if (writes_inverse_rms) args[n++] = &inverse_rms.buffer;
         return args.data();
     }

@@ -151,7 +151,7 @@ void run_kernel(const KernelEntry &kernel, KernelArgs &args, Memory memory, cons
         args.x.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(x));
         args.scale.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(scale));
         args.ids.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(ids));
-        args.attach_output(out);
+        args.out.buffer.host = static_cast<std::uint8_t *>(out);
         args.inverse_rms.buffer.host = static_cast<std::uint8_t *>(inverse_rms);
         status = kernel.fn(args.pack());
     } else {

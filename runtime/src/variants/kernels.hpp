@@ -89,12 +89,6 @@ std::vector<const KernelEntry *> class_kernels();
 // The output alignment the CPU streaming-store variants need; 0 when the library has none.
 int cpu_streaming_alignment();
 
-// The alignment `k` peels each output row to (abi::kPeeledOutputs): the CPU streaming element
-// form's; 0 for every other variant.
-constexpr int row_peel_alignment(const KernelEntry &k) {
-    return k.backend == Backend::cpu && k.form == Form::elements ? k.streaming_alignment : 0;
-}
-
 // The backends that have variants in this library.
 std::vector<Backend> compiled_kernel_backends();
 
