@@ -14,7 +14,7 @@ namespace magi2norm_torch {
 
 namespace {
 
-// 64 bytes: a cache line, so no row of an output starts a line short. Blocks of a huge
+// 64 bytes: a cache line, and a multiple of the streaming-store variants' alignment. Blocks of a huge
 // page or more are aligned to it and advised to take huge pages (transparent huge pages in
 // `madvise` mode take only those): an activation's rows then miss the TLB once a 2 MiB page.
 constexpr std::size_t kAlignment = 64;

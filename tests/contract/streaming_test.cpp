@@ -70,7 +70,7 @@ TEST_F(Streaming, SameBytesAsOrdinaryStores) {
 // elements) or 60 (FP32): with streaming stores admitted, each call writes the bytes an ordinary
 // call does and none around the view; it streams exactly where its first element is on the
 // streaming alignment and its rows are whole lines of it (rows of 1000 elements; one row of
-// 1001 never streams).
+// 1001 is checked by its bytes alone).
 TEST_F(Streaming, EveryOutputAlignmentGivesTheSameBytes) {
     if (!kStreamingVariants || magi2norm::default_backend() != magi2norm::Backend::cpu) {
         GTEST_SKIP() << "no CPU streaming-store variants in this run";
