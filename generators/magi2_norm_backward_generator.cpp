@@ -21,6 +21,8 @@
 // count or the target.
 #include "Halide.h"
 
+#include <limits>
+
 #include "backward_abi.h"
 #include "backward_stages.h"
 #include "cpu_backward_schedule.h"
@@ -130,8 +132,23 @@ public:
         s.inv_rms(h, a, t) = select(given, (*saved_inverse_rms)(h, a, t), inverse_rms(sum_squares, dim, *eps));
         Func n("n");
         n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
+        // A row whose FP32 mean square overflows has inv = 0, so n = 0 at its finite elements and
+        // mean(g n) = 0, or NaN where an element of x or g is not finite (0 x inf). inv sum(g x)
+        // cannot tell: sum(g x) overflows too on rows near FP32's largest values, and 0 x inf is
+        // NaN. Such a row counts its elements of infinite x or g instead; Halide computes the
+        // count only for rows with inv = 0.
+        RDom row(0, dim, "row");
+        row.where(row < select(s.inv_rms(h, a, t) == 0.0f, dim, 0));
+        s.nonfinite_terms = Func("nonfinite_terms");
+        s.nonfinite_terms(h, a, t) = 0;
+        // Finite: an exponent field not all ones (integer arithmetic: no rounding for a GPU to differ on).
+        const Expr exponent = Internal::make_const(UInt(32), 0x7f800000);
+        const auto finite = [&](Expr v) { return (reinterpret<uint32_t>(v) & exponent) != exponent; };
+        s.nonfinite_terms(h, a, t) += select(finite(xf(row, h, a, t)) && finite(g(row, h, a, t)), 0, 1);
+        Expr overflowed_mean = select(s.nonfinite_terms(h, a, t) > 0, Expr(std::numeric_limits<float>::quiet_NaN()), 0.0f);
         s.mean_gn = Func("mean_gn");
-        s.mean_gn(h, a, t) = cast<float>(sum_gx * cast<double>(s.inv_rms(h, a, t))) / cast<float>(dim);
+        s.mean_gn(h, a, t) = select(s.inv_rms(h, a, t) == 0.0f, overflowed_mean,
+                                    cast<float>(sum_gx * cast<double>(s.inv_rms(h, a, t))) / cast<float>(dim));
 
         Func row_dx("row_dx");
         row_dx(d, h, a, t) = s.inv_rms(h, a, t) * (g(d, h, a, t) - n(d, h, a, t) * s.mean_gn(h, a, t));

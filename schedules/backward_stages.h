@@ -27,6 +27,8 @@ struct BackwardStages {
                                                   // the pass-1 sum alone, with the inverse RMS given
     Halide::Func inv_rms;                         // (h, a, t)
     Halide::Func mean_gn;                         // (h, a, t): inv * sum_d g * x / D
+    Halide::Func nonfinite_terms;                 // (h, a, t): elements of infinite x or g, counted
+                                                  // for rows of inv = 0 only (mean_gn's select)
     Halide::RDom sum_squares_blocks, sum_gx_blocks;  // the row sums' blocks
 
     Halide::Expr block_tokens;      // tokens per partial block (the runtime's, thread-count free)

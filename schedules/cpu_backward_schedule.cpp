@@ -33,6 +33,8 @@ void schedule_cpu_backward(BackwardStages &s, const Target &target) {
     s.sum_squares.compute_at(s.partials, tile);
     s.inv_rms.compute_at(s.partials, tile);
     s.mean_gn.compute_at(s.partials, tile);
+    // Rows of inv = 0 only (the algorithm's select skips the others): a row at a time.
+    s.nonfinite_terms.compute_at(s.mean_gn, s.h);
     s.sum_squares_lanes.compute_at(s.sum_squares, s.h).vectorize(s.lane);
     s.sum_squares_lanes.update().vectorize(s.lane);
     // With the forward's inverse RMS given, the pass over the tile sums g * x alone.

@@ -38,6 +38,8 @@ void schedule_gpu_backward(BackwardStages &s, const Target &) {
         .gpu_blocks(s.t, s.h, s.a)
         .gpu_threads(d_thread);
     s.mean_gn.compute_at(s.dx, s.t);
+    // Rows of inv = 0 only (the algorithm's select skips the others), by one thread.
+    s.nonfinite_terms.compute_at(s.dx, s.t);
     schedule_gpu_row_sum(s.sum_gx, s.sum_gx_lanes, s.sum_gx_blocks, unroll, LoopLevel(s.dx, s.t), {s.lane}, {});
     s.dx_summed.compute_at(s.dx, d_thread);
 

@@ -11,6 +11,7 @@
 #include "magi2norm/magi2norm.hpp"
 #include "random_values.hpp"
 #include "reference/host_tensor.hpp"
+#include "reference/safetensors_file.hpp"
 
 namespace backward_test {
 
@@ -40,6 +41,9 @@ Problem make_problem(const magi2norm::NormConfig &config, const ref::HostTensor 
 Inputs make_inputs(DType x_dtype, DType dy_dtype, DType weight_dtype, const ref::Shape &shape, std::int64_t num_modality,
                    std::int64_t num_patterns, GroupingKind grouping, std::uint64_t seed);
 
+// The inputs of a golden gradient file (../shared/golden_grad, SPEC.md's keys).
+Inputs golden_inputs(const ref::SafetensorsFile &file);
+
 struct Result {
     ref::HostTensor dx, dweight;
 };
@@ -66,22 +70,12 @@ testing::AssertionResult b1_close(const ref::HostTensor &dx32, const Gradients &
 // B2: |a - b| <= 1e-5 (1 + bound) per dscale element.
 testing::AssertionResult b2_close(const ref::HostTensor &dscale32, const std::vector<double> &oracle,
                                   const std::vector<double> &bound, double *worst = nullptr);
-// B3: a BF16/FP16 result equals the RNE cast of the same call's FP32 result, and is within one
-// local ULP of the oracle's value cast to its dtype, plus the FP32 result's own allowance
-// `fp32_bound` (B1's or B2's): near zero a value within that allowance of the oracle may round
-// to another BF16/FP16 neighbour than the oracle does. `beyond_one_ulp` (if given) counts the
-// elements further than one local ULP.
-testing::AssertionResult b3_low(const ref::HostTensor &low, const ref::HostTensor &own32, const std::vector<double> &oracle,
-                                const std::vector<double> &fp32_bound, std::int64_t *beyond_one_ulp = nullptr);
-// B3 to one local ULP: the RNE cast of the call's own FP32 result, within one local ULP of the
+// B3: a BF16/FP16 result is the RNE cast of the call's own FP32 result, within one local ULP of the
 // oracle's cast plus only what SPEC.md's B1 says no FP32 evaluation resolves, 2^-20 of the
 // terms that cancel (`terms`: the oracle's dx_terms, or dscale_bound), negligible beside the ULP
 // wherever the result does not cancel. No 1e-5 allowance. `beyond_one_ulp` counts the elements
 // that needed it.
 testing::AssertionResult b3_one_ulp(const ref::HostTensor &low, const ref::HostTensor &own32, const std::vector<double> &oracle,
                                     const std::vector<double> &terms, std::int64_t *beyond_one_ulp = nullptr);
-// The B1 allowance 1e-5 + 1e-5 |b| per element; the B2 allowance 1e-5 (1 + sum |dy n|).
-std::vector<double> b1_bounds(const std::vector<double> &oracle);
-std::vector<double> b2_bounds(const std::vector<double> &sum_abs);
 
 }  // namespace backward_test

@@ -125,6 +125,27 @@ TEST_F(Gpu, SpecialValuesAndEmptyCalls) {
     for (std::int64_t i = 0; i < 128; ++i) EXPECT_EQ(dweight.get(i), 3.0f);
 }
 
+// Rows whose mean square overflows (OverflowingRows on the CPU): 2^127 everywhere gives dx = 0
+// (the second sum overflows too), one infinite x a NaN row (payloads follow the target); the
+// CPU's weight gradient.
+TEST_F(Gpu, OverflowingRowsAsTheCpu) {
+    Inputs in = make_inputs(DType::bf16, DType::f32, DType::f32, {4, 512}, 1, 1, GroupingKind::none, 7);
+    for (std::int64_t d = 0; d < 512; ++d) {
+        in.x.set(512 + d, 0x1p127f);
+        in.x.set(2 * 512 + d, 0x1p127f);
+        in.dy.set(512 + d, 1.0f);
+    }
+    in.x.set(2 * 512 + 9, INFINITY);
+    const Result gpu = run_backward(in, DType::f32, DType::f32, on_gpu());
+    const Result cpu = run_backward(in, DType::f32, DType::f32);
+    for (std::int64_t d = 0; d < 512; ++d) {
+        ASSERT_EQ(gpu.dx.get(512 + d), 0.0f) << d;
+        ASSERT_TRUE(std::isnan(gpu.dx.get(2 * 512 + d))) << d;
+        ASSERT_TRUE(std::isfinite(gpu.dx.get(d))) << d;
+    }
+    EXPECT_TRUE(ref::identical(gpu.dweight.view(), cpu.dweight.view()));
+}
+
 // Repeated runs, ids against sizes on dispatched tensors, dx over dy and strided views (tokens
 // reversed, padded rows) all give the same bits.
 TEST_F(Gpu, SameBitsAcrossRunsGroupingsInPlaceAndStrides) {

@@ -192,7 +192,7 @@ ref::HostTensor make_values(DType dtype, const ref::Shape &shape, Values kind, b
         const bool odd_row = rng.integer(0, 3) == 0;
         if (odd_row && kind == Values::tiny) exponent = dtype == DType::f16 ? -20 : static_cast<int>(rng.integer(-140, -110));
         if (odd_row && kind == Values::huge) exponent = dtype == DType::f16 ? 15 : static_cast<int>(rng.integer(30, is_x ? 55 : 60));
-        if (odd_row && kind == Values::overflowing && is_x) exponent = static_cast<int>(rng.integer(70, 100));
+        if (odd_row && kind == Values::overflowing && is_x) exponent = static_cast<int>(rng.integer(70, 127));
         for (std::int64_t d = 0; d < row; ++d) t.set(start + d, static_cast<float>(std::ldexp(rng.uniform(-1.0, 1.0), exponent)));
     }
     if (kind == Values::special && t.size() > 0) {

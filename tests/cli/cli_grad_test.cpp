@@ -41,10 +41,12 @@ TEST_P(CliGrad, MatchesStoredOracle) {
     if (dx.dtype() == DType::f32) {
         EXPECT_TRUE(ref::identical(dx.view(), dx_f32.view()));
     } else {
-        EXPECT_TRUE(backward_test::b3_low(dx, dx_f32, dx_oracle, backward_test::b1_bounds(dx_oracle)));
+        // B3's cancelling terms of dx from the backward suite's oracle (the files hold results only).
+        const backward_test::Inputs inputs = backward_test::golden_inputs(golden);
+        EXPECT_TRUE(backward_test::b3_one_ulp(dx, dx_f32, dx_oracle, backward_test::oracle(inputs.problem()).dx_terms));
     }
     if (dweight.dtype() != DType::f32) {
-        EXPECT_TRUE(backward_test::b3_low(dweight, dscale_f32, dscale, backward_test::b2_bounds(bound)));
+        EXPECT_TRUE(backward_test::b3_one_ulp(dweight, dscale_f32, dscale, bound));
     }
     EXPECT_EQ(result.metadata().at("dx_dtype"), golden.metadata().at("dx_dtype"));
 }

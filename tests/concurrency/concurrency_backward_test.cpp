@@ -77,7 +77,7 @@ void check_against_oracle(const Job &job) {
     if (job.dx_dtype == DType::f32) {
         EXPECT_TRUE(ref::identical(dx.view(), f32.dx.view()));
     } else {
-        EXPECT_TRUE(backward_test::b3_low(dx, f32.dx, o.dx, backward_test::b1_bounds(o.dx)));
+        EXPECT_TRUE(backward_test::b3_one_ulp(dx, f32.dx, o.dx, o.dx_terms));
     }
     ref::HostTensor expected(job.dweight_dtype, job.old_dweight.shape());
     for (std::int64_t i = 0; i < expected.size(); ++i) {

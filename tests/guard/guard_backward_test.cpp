@@ -108,7 +108,7 @@ protected:
         if (c.dx == DType::f32) {
             EXPECT_TRUE(backward_test::b1_close(low.dx, o));
         } else {
-            EXPECT_TRUE(backward_test::b3_low(low.dx, own.dx, o.dx, backward_test::b1_bounds(o.dx)));
+            EXPECT_TRUE(backward_test::b3_one_ulp(low.dx, own.dx, o.dx, o.dx_terms));
         }
         ref::HostTensor expected(DType::bf16, in.weight.shape());
         for (std::int64_t i = 0; i < expected.size(); ++i) expected.set(i, old.get(i) + own.dweight.get(i));
