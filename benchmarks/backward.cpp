@@ -44,6 +44,7 @@ struct BackwardCase {
     DType x, dy, dx;
     std::int64_t tokens, modalities;
     bool even_split = false;  // the tuner's modalities: tokens split evenly (tuning/bench.cpp)
+    bool from_inverse_rms = false;  // the forward's inverse RMS passed (training's call), "/inv"
 
     std::vector<std::int64_t> shape() const {
         std::vector<std::int64_t> s{tokens};
@@ -54,7 +55,8 @@ struct BackwardCase {
     std::int64_t dim() const { return row_shape.back(); }
     std::string name() const {
         return "backward/" + norm + "/" + dtype_name(x) + "_" + dtype_name(dy) + "_" + dtype_name(dx) + "/M" +
-               std::to_string(modalities) + (even_split && modalities > 1 ? "_sizes" : "") + "/T" + std::to_string(tokens);
+               std::to_string(modalities) + (even_split && modalities > 1 ? "_sizes" : "") + "/T" + std::to_string(tokens) +
+               (from_inverse_rms ? "/inv" : "");
     }
     // 3/4, 3/16, 1/16 of the tokens for three modalities, as the forward's cases.
     std::vector<std::int64_t> sizes() const {
@@ -79,18 +81,23 @@ struct BackwardCase {
     }
     double bytes_moved() const {
         return static_cast<double>(elements()) * static_cast<double>(dtype_size(x) + dtype_size(dy) + dtype_size(dx)) +
-               8.0 * static_cast<double>(partial_values());
+               8.0 * static_cast<double>(partial_values()) + (from_inverse_rms ? 4.0 * static_cast<double>(elements() / dim()) : 0.0);
     }
 };
 
 std::vector<BackwardCase> cases() {
     std::vector<BackwardCase> c;
-    for (const std::int64_t m : {1, 3}) {
-        c.push_back({"pre_norm", {3072}, DType::bf16, DType::bf16, DType::bf16, 4096, m});
-        c.push_back({"qk_norm", {24, 128}, DType::bf16, DType::f32, DType::bf16, 4096, m});
-        c.push_back({"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 4096, m});
+    // Each model norm at T = 4096 (mHC's forward to FP32 and to BF16), with its rows' sums of
+    // squares and from the forward's inverse RMS.
+    for (const bool inv : {false, true}) {
+        for (const std::int64_t m : {1, 3}) {
+            c.push_back({"pre_norm", {3072}, DType::bf16, DType::bf16, DType::bf16, 4096, m, false, inv});
+            c.push_back({"qk_norm", {24, 128}, DType::bf16, DType::f32, DType::bf16, 4096, m, false, inv});
+            c.push_back({"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 4096, m, false, inv});
+        }
+        c.push_back({"mhc_norm", {12288}, DType::bf16, DType::bf16, DType::bf16, 4096, 1, false, inv});
+        c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 4096, 1, false, inv});
     }
-    c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 4096, 1});
     // Long sequences, where the partials outgrow what an allocator keeps (25 MB at D = 12288).
     c.push_back({"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 32768, 1});
     c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 32768, 1});
@@ -213,6 +220,7 @@ struct CaseCalls {
     const std::size_t set_bytes, sets;
     std::vector<measure::AlignedBuffer> x, dy, dx;
     std::vector<float> dweight;
+    std::vector<std::vector<float>> inverse_rms;  // each set's, from the forward, with from_inverse_rms
     const Grouping grouping;
     BackwardOptions options;
 
@@ -229,6 +237,16 @@ struct CaseCalls {
             dx.emplace_back(count * dtype_size(c.dx));
         }
         options.dx_dtype = c.dx;
+        if (c.from_inverse_rms) {
+            measure::AlignedBuffer y(count * dtype_size(c.dy));
+            for (std::size_t i = 0; i < sets; ++i) {
+                inverse_rms.emplace_back(static_cast<std::size_t>(c.elements() / c.dim()));
+                CallOptions forward;
+                forward.out_dtype = c.dy;
+                forward.inverse_rms = TensorView(inverse_rms.back().data(), DType::f32, inverse_rms_shape());
+                norm.forward(ConstTensorView(x[i].data(), c.x, c.shape()), grouping, TensorView(y.data(), c.dy, c.shape()), forward);
+            }
+        }
     }
     // The variant the library runs on set 0.
     const detail::KernelEntry &library_kernel() {
@@ -237,10 +255,16 @@ struct CaseCalls {
     }
     void call(std::size_t i, const detail::KernelEntry *instead = nullptr) {
         const Views v = views(i);
+        if (c.from_inverse_rms) options.inverse_rms = ConstTensorView(inverse_rms[i].data(), DType::f32, inverse_rms_shape());
         detail::run_backward(detail::norm_state_of(norm), v.x, v.dy, grouping, v.dx, v.dweight, options, instead);
     }
 
 private:
+    std::vector<std::int64_t> inverse_rms_shape() const {  // the output's shape without its last axis
+        std::vector<std::int64_t> s = c.shape();
+        s.pop_back();
+        return s;
+    }
     struct Views {
         ConstTensorView x, dy;
         TensorView dx, dweight;

@@ -14,10 +14,12 @@ Streaming stores (--buffer, --alignment; upstream Halide added Func::stream_stor
   it cannot prove aligned to scalar movnti. The generator's streaming variants require (and check
   at run time) an output whose vector stores are all aligned to BYTES or to their own size, if
   smaller (generators/magi2_norm_generator.cpp, require_streaming_layout), so each marked store
-  gets that alignment; except 16-bit lanes on AVX-512, which claim 16 bytes: with more, LLVM
-  folds the 32 -> 16-bit narrowing into the store (vpmovdw to memory), which has no
-  non-temporal form, and drops the hint; at 16 it narrows in registers and stores with movntdq.
-  With --native-bf16 the conversion narrows in registers, so those stores claim the alignment too.
+  gets that alignment; except 16-bit lanes on AVX-512, whose stores wider than 16 bytes are
+  split into 16-byte pieces here: LLVM folds the 32 -> 16-bit narrowing into a wider store
+  (vpmovdw to memory), which has no non-temporal form, and drops the hint; a 16-byte-aligned
+  wider store it narrows through the stack (vpmovdw to memory, then a reload a piece); pieces it
+  narrows in registers and stores with movntdq. With --native-bf16 the conversion narrows in
+  registers, so those stores keep their width and claim the alignment too.
 - Ordering: non-temporal stores are weakly ordered, so every function that makes them issues an
   sfence before it returns (x86): a parallel task's stores are visible before the task reports
   done.
@@ -83,19 +85,40 @@ def mark_stores(ir, buffer, alignment, narrowed_in_registers):
     node = free_metadata_node(ir)
     count = 0
 
+    wide_16_bit = re.compile(r'store <([0-9]+) x (i16|half|bfloat)> (%[\w.$"]+), ptr (%[\w.$"]+), align [0-9]+(, !tbaa (?:'
+                             + tag_pattern + r'))(?=[,\n])')
+
+    split = 0
+
+    def pieces(m):
+        """A store of more than 8 16-bit lanes as stores of its 8-lane pieces (marked below)."""
+        nonlocal split
+        lanes, elem, value, ptr, tbaa = int(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5)
+        if lanes <= 8:
+            return m.group(0)
+        lines = []
+        for k in range(lanes // 8):
+            split += 1
+            piece, at = '%%ir_steps.piece%d' % split, '%%ir_steps.at%d' % split
+            lanes_of = ', '.join('i32 %d' % (8 * k + j) for j in range(8))
+            lines += ['%s = shufflevector <%d x %s> %s, <%d x %s> poison, <8 x i32> <%s>' % (piece, lanes, elem, value, lanes, elem, lanes_of),
+                      '%s = getelementptr i8, ptr %s, i64 %d' % (at, ptr, 16 * k),
+                      'store <8 x %s> %s, ptr %s, align 2%s' % (elem, piece, at, tbaa)]
+        return '\n  '.join(lines)
+
     def nontemporal(m):
         nonlocal count
         count += 1
         size = store_bytes(m.group(2))
         claimed = min(alignment, size & -size)
-        if avx512 and not narrowed_in_registers and re.fullmatch(r'<[0-9]+ x (?:i16|half|bfloat)>', m.group(2)):
-            claimed = min(claimed, 16)
         return '%s%d%s, !nontemporal !%d' % (m.group(1), claimed, m.group(4), node)
 
     functions = re.split(r'(?m)^(?=define )', ir)
     marked = []
     for i, f in enumerate(functions):
         before = count
+        if avx512 and not narrowed_in_registers:
+            f = wide_16_bit.sub(pieces, f)
         f = store.sub(nontemporal, f)
         if f.startswith('define ') and count > before:
             f = re.sub(r'(?m)^(\s+)ret ', r'\1call void @llvm.x86.sse.sfence()\n\1ret ', f)
