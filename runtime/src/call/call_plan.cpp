@@ -67,14 +67,9 @@ void launch(const CallPlan &p, const KernelEntry &kernel, const void *x, void *o
 void launch_through_copies(const CallPlan &p, const void *x, void *out, const std::int32_t *ids) {
     std::vector<unsigned char> x_copy(static_cast<std::size_t>(p.x.count) * dtype_size(p.x.dtype));
     std::vector<unsigned char> out_copy(static_cast<std::size_t>(p.out.count) * dtype_size(p.out.dtype));
-    CheckedView source = p.x;
-    source.data = x;
-    copy_elements(source, x_copy.data(), contiguous_dims(p.x.shape));
+    copy_to_contiguous(p.x, x, x_copy.data());
     launch(p, choose_kernel(p, x_copy.data(), out_copy.data()), x_copy.data(), out_copy.data(), ids);
-    CheckedView result = p.out;
-    result.data = out_copy.data();
-    result.strides = contiguous_dims(p.out.shape);
-    copy_elements(result, out, p.out.strides);
+    copy_from_contiguous(out_copy.data(), p.out, out);
 }
 
 }  // namespace

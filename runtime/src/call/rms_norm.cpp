@@ -113,7 +113,7 @@ void RMSNorm::set_weight(ConstTensorView weight) {
     }
     const std::size_t elem = dtype_size(w.dtype);
     std::vector<unsigned char> packed(static_cast<std::size_t>(w.count) * elem);
-    detail::copy_elements(w, packed.data(), detail::contiguous_dims(w.shape));
+    detail::copy_to_contiguous(w, w.data, packed.data());
     std::vector<float> scale(static_cast<std::size_t>(w.count));
     for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = scale_of(w.dtype, packed.data() + i * elem);
     state_ = make_state(config_, std::move(scale));

@@ -5,6 +5,7 @@
 
 #include "../devices/halide_calls.hpp"
 #include "backward_abi.h"
+#include "backward_plan.hpp"
 
 namespace magi2norm::detail {
 
@@ -140,6 +141,23 @@ const KernelEntry &choose_cpu_backward(const KernelEntry &ordinary, const Kernel
     const bool from_memory = policy_admits(streaming_policy(), dx_count * elem, dx_dtype, dim);
     return from_memory && streaming_layout(dx_layout, elem, streaming->streaming_alignment) && aligned(dx, alignment) ? *streaming
                                                                                                                    : ordinary;
+}
+
+BackwardVariants backward_variants(const BackwardPlan &g, int capability) {
+    const auto bytes = [](const CheckedView &v) { return v.count * static_cast<std::int64_t>(dtype_size(v.dtype)); };
+    const CallSize size{g.p.norm->config.dim, bytes(g.p.x) + bytes(g.p.out) + bytes(g.dx)};
+    BackwardVariants v;
+    v.kernel = &find_backward(g.p.backend, capability, g.p.x.dtype, g.p.out.dtype, g.dx.dtype, g.heads_per_dx_row > 1, size);
+    v.streaming = find_kernel(g.p.backend, g.p.x.dtype, g.p.out.dtype, Form::backward_single, true, 0, size, g.dx.dtype);
+    return v;
+}
+
+
+const KernelEntry &chosen_variant(const BackwardPlan &g, const BackwardVariants &v, const void *dx) {
+    if (g.p.backend != Backend::cpu) return *v.kernel;
+    KernelLayout dx_layout = g.p.layout;
+    dx_layout.out_stride = g.dx_stride;
+    return choose_cpu_backward(*v.kernel, v.streaming, dx_layout, g.dx.dtype, g.dx.count, g.heads_per_dx_row, dx);
 }
 
 }  // namespace magi2norm::detail

@@ -1,7 +1,7 @@
 // Where a call chooses its variant, forward and backward, in one place: which forms and store
 // kinds a forward plan may take (plan_variants), which of them a run takes by its pointers
 // (choose_kernel), and the backward's variant and its store kind (find_backward,
-// choose_cpu_backward). Each asks the one variant table (variants/kernels.hpp, find_kernel).
+// choose_cpu_backward, backward_variants, chosen_variant). Each asks the one variant table (variants/kernels.hpp, find_kernel).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include "call_plan.hpp"
 
 namespace magi2norm::detail {
+
+struct BackwardPlan;
 
 // The variants of each form and store kind that the plan's backend, memory, dtypes and layout
 // allow (sets `elements` and `paired_words`; Error(device) when the library has no element-form
@@ -47,5 +49,18 @@ const KernelEntry &find_backward(Backend backend, int device_capability, DType x
 // The two write the same bits.
 const KernelEntry &choose_cpu_backward(const KernelEntry &ordinary, const KernelEntry *streaming, const KernelLayout &dx_layout,
                                        DType dx_dtype, std::int64_t dx_count, std::int64_t heads_per_dx_row, const void *dx);
+
+// The variants a call takes (a tuning record's class variants where one serves its size: D and
+// the bytes of x, dy and dx): `kernel` for the dtypes and the dx rows' kind, and on CPUs the
+// streaming-store one choose_cpu_backward may take instead (null where the build has none).
+struct BackwardVariants {
+    const KernelEntry *kernel = nullptr;
+    const KernelEntry *streaming = nullptr;
+};
+BackwardVariants backward_variants(const BackwardPlan &g, int capability);
+
+// The variant a call of `g` with its dx at `dx` runs: a GPU's kernel, or on CPUs
+// choose_cpu_backward's pick between the ordinary and the streaming-store one.
+const KernelEntry &chosen_variant(const BackwardPlan &g, const BackwardVariants &v, const void *dx);
 
 }  // namespace magi2norm::detail

@@ -68,6 +68,19 @@ CheckedView check_view(const void *data, DType dtype, const std::vector<std::int
     return v;
 }
 
+void copy_to_contiguous(const CheckedView &v, const void *data, void *to) {
+    CheckedView source = v;
+    source.data = data;
+    copy_elements(source, to, contiguous_dims(v.shape));
+}
+
+void copy_from_contiguous(const void *from, const CheckedView &v, void *data) {
+    CheckedView source = v;
+    source.data = from;
+    source.strides = contiguous_dims(v.shape);
+    copy_elements(source, data, v.strides);
+}
+
 void copy_elements(const CheckedView &src, void *dst, const Dims &dst_strides) {
     if (src.count == 0) return;
     const auto elem = static_cast<std::int64_t>(dtype_size(src.dtype));

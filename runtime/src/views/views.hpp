@@ -108,4 +108,9 @@ void copy_elements(const CheckedView &src, void *dst, const Dims &dst_strides);
 // Row-major strides of a view's shape.
 Dims contiguous_dims(const Dims &shape);
 
+// The elements of view `v` with its data at `data`, row-major and contiguous at `to`; and back:
+// the contiguous elements at `from` into `v`'s layout at `data`.
+void copy_to_contiguous(const CheckedView &v, const void *data, void *to);
+void copy_from_contiguous(const void *from, const CheckedView &v, void *data);
+
 }  // namespace magi2norm::detail
