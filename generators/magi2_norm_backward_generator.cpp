@@ -85,24 +85,58 @@ public:
     void schedule() { round_each_cuda_operation(get_pipeline(), get_target()); }
 
     void generate() {
-        const Target target = get_target();
-        const bool gpu = target.has_gpu_feature();  // the GPU form's inputs (configure)
         if (sum_steps < 0) throw CompileError("sum_steps must be 0 (the default, 4) or a count of terms");
-        const int steps = sum_steps > 0 ? int(sum_steps) : abi::kSumSteps;
         schedules::BackwardStages s;
+        Terms e = define_terms(s);
+        define_row_sums(s, e);
+        define_dx_rows(s, e);
+        if (get_target().has_gpu_feature()) {
+            define_gpu_outputs(s, e);
+        } else {
+            define_cpu_outputs(s, e);
+        }
+        *dx = s.dx;  // NOLINT: Output<Buffer> assignment from a Func
+        *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
+        declare_layouts();
+        s.whole_vectors = cpu_streaming_alignment > 0;
+        s.heads_per_dx_row = e.k;
+        s.dim = e.dim;
+        if (get_target().has_gpu_feature()) {
+            schedules::schedule_gpu_backward(s, get_target());
+        } else {
+            schedules::schedule_cpu_backward(s, get_target());
+        }
+    }
+
+private:
+    // What the steps share: the decoded inputs, g = float32(dy) * scale, the row sums' terms,
+    // n = xf * inv, D and K (dy rows a dx row).
+    struct Terms {
+        Func xf{"xf"}, dyf{"dyf"}, square{"square"}, g{"g"}, gx{"gx"}, n{"n"};
+        Expr dim, k;
+    };
+
+    Terms define_terms(schedules::BackwardStages &s) {
+        const bool gpu = get_target().has_gpu_feature();  // the GPU form's inputs (configure)
         Var d = s.d, h = s.h, a = s.a, t = s.t;
-        Expr dim = x->dim(0).extent();
-
-        Func xf("xf"), dyf("dyf");
-        xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), target);
-        dyf(d, h, a, t) = decode(dy_type, (*dy)(d, h, a, t), target);
-
-        Func square("square"), g("g"), gx("gx");
-        square(d, h, a, t) = xf(d, h, a, t) * xf(d, h, a, t);
+        Terms e;
+        e.dim = x->dim(0).extent();
+        e.xf(d, h, a, t) = decode(in_type, (*x)(d, h, a, t), get_target());
+        e.dyf(d, h, a, t) = decode(dy_type, (*dy)(d, h, a, t), get_target());
+        e.square(d, h, a, t) = e.xf(d, h, a, t) * e.xf(d, h, a, t);
         Expr num_modality = gpu ? scale->dim(2).extent() : Expr(1);
         Expr row_scale = gpu ? (*scale)(d, h, clamp((*token_modality)(t), 0, num_modality - 1)) : (*scale)(d, h);
-        g(d, h, a, t) = dyf(d, h, a, t) * row_scale;
-        gx(d, h, a, t) = g(d, h, a, t) * xf(d, h, a, t);
+        e.g(d, h, a, t) = e.dyf(d, h, a, t) * row_scale;
+        e.gx(d, h, a, t) = e.g(d, h, a, t) * e.xf(d, h, a, t);
+        return e;
+    }
+
+    // The row sums, the inverse RMS and mean(g n) of each row.
+    void define_row_sums(schedules::BackwardStages &s, const Terms &e) {
+        const bool gpu = get_target().has_gpu_feature();
+        const int steps = sum_steps > 0 ? int(sum_steps) : abi::kSumSteps;
+        Var h = s.h, a = s.a, t = s.t;
+        const Expr &dim = e.dim;
         // sum_d g * n = inv * sum_d g * x: the second sum needs no inverse RMS, so it is taken in
         // the same pass as the sum of squares (a Tuple on CPUs; the GPUs' are their own kernels,
         // each sum added as if it were alone, so the same bits). With the forward's inverse RMS
@@ -110,19 +144,19 @@ public:
         // are then not computed (Halide guards a stage by the select that uses it).
         Expr given = *inverse_rms_given;
         Expr sum_squares, sum_gx;
-        RowSum gxs = row_sum(gx, dim, steps, s.lane, "sum_gx");
+        RowSum gxs = row_sum(e.gx, dim, steps, s.lane, "sum_gx");
         s.sum_gx = gxs.sum;
         s.sum_gx_lanes = gxs.lane_sums;
         s.sum_gx_blocks = gxs.blocks;
         if (gpu) {
-            RowSum squares = row_sum(square, dim, steps, s.lane, "sum_squares");
+            RowSum squares = row_sum(e.square, dim, steps, s.lane, "sum_squares");
             s.sum_squares = squares.sum;
             s.sum_squares_lanes = squares.lane_sums;
             s.sum_squares_blocks = squares.blocks;
             sum_squares = s.sum_squares(h, a, t);
             sum_gx = s.sum_gx(h, a, t);
         } else {
-            RowSum sums = row_sums({square, gx}, dim, steps, s.lane, "row_sums");
+            RowSum sums = row_sums({e.square, e.gx}, dim, steps, s.lane, "row_sums");
             s.sum_squares = sums.sum;
             s.sum_squares_lanes = sums.lane_sums;
             sum_squares = s.sum_squares(h, a, t)[0];
@@ -130,8 +164,6 @@ public:
         }
         s.inv_rms = Func("inv_rms");
         s.inv_rms(h, a, t) = select(given, (*saved_inverse_rms)(h, a, t), inverse_rms(sum_squares, dim, *eps));
-        Func n("n");
-        n(d, h, a, t) = xf(d, h, a, t) * s.inv_rms(h, a, t);
         // A row whose FP32 mean square overflows has inv = 0, so n = 0 at its finite elements and
         // mean(g n) = 0, or NaN where an element of x or g is not finite (0 x inf). inv sum(g x)
         // cannot tell: sum(g x) overflows too on rows near FP32's largest values, and 0 x inf is
@@ -144,111 +176,118 @@ public:
         // Finite: an exponent field not all ones (integer arithmetic: no rounding for a GPU to differ on).
         const Expr exponent = Internal::make_const(UInt(32), 0x7f800000);
         const auto finite = [&](Expr v) { return (reinterpret<uint32_t>(v) & exponent) != exponent; };
-        s.nonfinite_terms(h, a, t) += select(finite(xf(row, h, a, t)) && finite(g(row, h, a, t)), 0, 1);
+        s.nonfinite_terms(h, a, t) += select(finite(e.xf(row, h, a, t)) && finite(e.g(row, h, a, t)), 0, 1);
         Expr overflowed_mean = select(s.nonfinite_terms(h, a, t) > 0, Expr(std::numeric_limits<float>::quiet_NaN()), 0.0f);
         s.mean_gn = Func("mean_gn");
         s.mean_gn(h, a, t) = select(s.inv_rms(h, a, t) == 0.0f, overflowed_mean,
                                     cast<float>(sum_gx * cast<double>(s.inv_rms(h, a, t))) / cast<float>(dim));
+    }
 
+    // n, and each dx row in FP32 before its cast: the sum of its K dy rows' gradients.
+    void define_dx_rows(schedules::BackwardStages &s, Terms &e) {
+        Var d = s.d, h = s.h, a = s.a, t = s.t;
+        e.n(d, h, a, t) = e.xf(d, h, a, t) * s.inv_rms(h, a, t);
         Func row_dx("row_dx");
-        row_dx(d, h, a, t) = s.inv_rms(h, a, t) * (g(d, h, a, t) - n(d, h, a, t) * s.mean_gn(h, a, t));
+        row_dx(d, h, a, t) = s.inv_rms(h, a, t) * (e.g(d, h, a, t) - e.n(d, h, a, t) * s.mean_gn(h, a, t));
         // Singleton-head broadcasting: dx row h is the sum of output rows h K .. h K + K - 1, in
         // that order, in FP32 (autograd's sum over the broadcast axis).
-        Expr k = *heads_per_dx_row;
-        RDom more(1, k - 1, "more_rows");
+        e.k = *heads_per_dx_row;
+        RDom more(1, e.k - 1, "more_rows");
         s.dx_summed = Func("dx_summed");
-        s.dx_summed(d, h, a, t) = row_dx(d, h * k, a, t);
-        if (sums_rows) s.dx_summed(d, h, a, t) += row_dx(d, h * k + more, a, t);
-        // NaNs of BF16 operands and of the x86 arithmetic have a clear low half (float_codecs.h).
-        const NanBits nans = in_type == Storage::BF16 && dy_type == Storage::BF16 && !gpu ? NanBits::low_half_clear : NanBits::any;
+        s.dx_summed(d, h, a, t) = row_dx(d, h * e.k, a, t);
+        if (sums_rows) s.dx_summed(d, h, a, t) += row_dx(d, h * e.k + more, a, t);
         s.dx = Func("dx");
+        s.block_tokens = *block_tokens;
+        s.partials = Func("partials");
+    }
 
-        // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
-        // the Q/K norm; 1 with P rows): pattern p of block b adds, token by token, middle
-        // row by middle row, head by head, the FP32 products dy * n in FP32, over a block of at
-        // most abi::kPartialTerms products.
+    // NaNs of BF16 operands and of the x86 arithmetic have a clear low half (float_codecs.h).
+    NanBits dx_nans() const {
+        return in_type == Storage::BF16 && dy_type == Storage::BF16 && !get_target().has_gpu_feature() ? NanBits::low_half_clear
+                                                                                                      : NanBits::any;
+    }
+
+    // The weight gradient's partial sums (heads_per_pattern: H with one scale row for H heads,
+    // the Q/K norm; 1 with P rows): pattern p of block b adds, token by token, middle row by
+    // middle row, head by head, the FP32 products dy * n in FP32, over a block of at most
+    // abi::kPartialTerms products. On GPUs, block b's tokens are the tokens at positions
+    // [first(b), first(b + 1)) of the modality order, clamped too (bounds inference does not see
+    // the where clause); dx an ordinary output.
+    void define_gpu_outputs(schedules::BackwardStages &s, const Terms &e) {
+        Var d = s.d, h = s.h, a = s.a, t = s.t;
         Expr tokens = dy->dim(3).extent();
         Expr middles = dy->dim(2).extent();
-        s.block_tokens = *block_tokens;
         Func product("product");
-        product(d, h, a, t) = dyf(d, h, a, t) * n(d, h, a, t);
-        s.partials = Func("partials");
-        if (gpu) {
-            s.partials(d, h, s.blk) = 0.0f;
-            s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), nans, target);
-            // Block b's tokens: the tokens at positions [first(b), first(b + 1)) of the modality
-            // order. Clamped too: bounds inference does not see the where clause.
-            s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, s.block_tokens, "partial_terms");
-            Expr position = (*block_first)(s.blk) + s.partial_terms.z;
-            s.partial_terms.where(position < (*block_first)(s.blk + 1));
-            Expr token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
-            s.partials(d, h, s.blk) += product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token);
-        } else {
-            // A block is block_tokens tokens (the runtime's: at most abi::kPartialTerms products
-            // a partial, backward_abi.h), its FP32 partial the products added token by token,
-            // middle row by middle row, head by head. A task is whole blocks, at least
-            // task_tokens tokens and task_elements elements of dy, so that tasks outweigh their
-            // dispatch; its tokens run in tiles of as many as fit in tile_elements (at least
-            // one), whose x and dy rows stay in a core's L2 cache from their row sums to their
-            // partials and dx (docs/backward.md, Schedule).
-            const schedules::CpuBackwardKnobs knobs = cpu_backward_knobs();
-            Expr heads = dy->dim(1).extent();
-            Expr token_elements = dim * heads * middles;
-            Expr task_tokens = max(knobs.task_tokens, (knobs.task_elements + token_elements - 1) / token_elements);
-            Expr task = (task_tokens + s.block_tokens - 1) / s.block_tokens * s.block_tokens;
-            Expr tile = clamp(knobs.tile_elements / token_elements, 1, task);
-            Expr tiles = (task + tile - 1) / tile;
-            Expr tasks = (tokens + task - 1) / task;
-            Expr blocks = (tokens + s.block_tokens - 1) / s.block_tokens;
-            // Both the partials and dx are updates over (head or dx row, middle row, token of the
-            // tile, tile, task): Halide fuses loops of matching names and kinds, so the schedule
-            // can run both in one pass over a tile's rows. The token is clamped into its task and
-            // the call (bounds inference does not see the where clauses that skip the clamped ones).
-            auto terms = [&](Expr rows, const char *name) {
-                RDom r(0, rows, 0, middles, 0, tile, 0, tiles, 0, tasks, name);
-                Expr in_task = r.w * tile + r.z;
-                r.where(in_task < task && r[4] * task + in_task < tokens);
-                return r;
-            };
-            auto token_of = [&](const RDom &r) { return min(r[4] * task + min(r.w * tile + r.z, task - 1), tokens - 1); };
-            s.partial_terms = terms(heads, "terms");
-            s.dx_terms = terms(heads / k, "terms");
-            Expr token = token_of(s.partial_terms);
-            s.partials(d, h, s.blk) = 0.0f;
-            s.partials(d, s.partial_terms.x / *heads_per_pattern, min(token / s.block_tokens, blocks - 1)) +=
-                product(d, s.partial_terms.x, s.partial_terms.y, token);
-            // dx indexes its row and middle row through expressions too (r clamped to its own
-            // range): a bare reduction variable on the left is a pure one, whose loop Halide
-            // does not fuse with the partials' (indexed by head / heads_per_pattern).
-            Expr dx_row = min(s.dx_terms.x, heads / k - 1), dx_middle = min(s.dx_terms.y, middles - 1);
-            Expr dx_token = token_of(s.dx_terms);
-            s.dx(d, h, a, t) = undef(element_type(dx_type));
-            s.dx(d, dx_row, dx_middle, dx_token) = encode(dx_type, s.dx_summed(d, dx_row, dx_middle, dx_token), nans, target);
-        }
-        *dx = s.dx;  // NOLINT: Output<Buffer> assignment from a Func
-        *partials = s.partials;  // NOLINT: Output<Buffer> assignment from a Func
+        product(d, h, a, t) = e.dyf(d, h, a, t) * e.n(d, h, a, t);
+        s.partials(d, h, s.blk) = 0.0f;
+        s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), dx_nans(), get_target());
+        s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, s.block_tokens, "partial_terms");
+        Expr position = (*block_first)(s.blk) + s.partial_terms.z;
+        s.partial_terms.where(position < (*block_first)(s.blk + 1));
+        Expr token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
+        s.partials(d, h, s.blk) += product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token);
+    }
 
-        // Dense rows (the runtime copies other views): fused stages cannot be specialized on
-        // strides, and unknown strides vectorize as gathers.
+    // On CPUs a block is block_tokens tokens (the runtime's: at most abi::kPartialTerms products
+    // a partial, backward_abi.h), its FP32 partial the products added token by token, middle row
+    // by middle row, head by head. A task is whole blocks, at least task_tokens tokens and
+    // task_elements elements of dy, so that tasks outweigh their dispatch; its tokens run in
+    // tiles of as many as fit in tile_elements (at least one), whose x and dy rows stay in a
+    // core's L2 cache from their row sums to their partials and dx (docs/backward.md, Schedule).
+    void define_cpu_outputs(schedules::BackwardStages &s, const Terms &e) {
+        Var d = s.d, h = s.h, a = s.a, t = s.t;
+        Expr tokens = dy->dim(3).extent();
+        Expr middles = dy->dim(2).extent();
+        Func product("product");
+        product(d, h, a, t) = e.dyf(d, h, a, t) * e.n(d, h, a, t);
+        const schedules::CpuBackwardKnobs knobs = cpu_backward_knobs();
+        Expr heads = dy->dim(1).extent();
+        Expr token_elements = e.dim * heads * middles;
+        Expr task_tokens = max(knobs.task_tokens, (knobs.task_elements + token_elements - 1) / token_elements);
+        Expr task = (task_tokens + s.block_tokens - 1) / s.block_tokens * s.block_tokens;
+        Expr tile = clamp(knobs.tile_elements / token_elements, 1, task);
+        Expr tiles = (task + tile - 1) / tile;
+        Expr tasks = (tokens + task - 1) / task;
+        Expr blocks = (tokens + s.block_tokens - 1) / s.block_tokens;
+        // Both the partials and dx are updates over (head or dx row, middle row, token of the
+        // tile, tile, task): Halide fuses loops of matching names and kinds, so the schedule
+        // can run both in one pass over a tile's rows. The token is clamped into its task and
+        // the call (bounds inference does not see the where clauses that skip the clamped ones).
+        auto terms = [&](Expr rows, const char *name) {
+            RDom r(0, rows, 0, middles, 0, tile, 0, tiles, 0, tasks, name);
+            Expr in_task = r.w * tile + r.z;
+            r.where(in_task < task && r[4] * task + in_task < tokens);
+            return r;
+        };
+        auto token_of = [&](const RDom &r) { return min(r[4] * task + min(r.w * tile + r.z, task - 1), tokens - 1); };
+        s.partial_terms = terms(heads, "terms");
+        s.dx_terms = terms(heads / e.k, "terms");
+        Expr token = token_of(s.partial_terms);
+        s.partials(d, h, s.blk) = 0.0f;
+        s.partials(d, s.partial_terms.x / *heads_per_pattern, min(token / s.block_tokens, blocks - 1)) +=
+            product(d, s.partial_terms.x, s.partial_terms.y, token);
+        // dx indexes its row and middle row through expressions too (r clamped to its own
+        // range): a bare reduction variable on the left is a pure one, whose loop Halide
+        // does not fuse with the partials' (indexed by head / heads_per_pattern).
+        Expr dx_row = min(s.dx_terms.x, heads / e.k - 1), dx_middle = min(s.dx_terms.y, middles - 1);
+        Expr dx_token = token_of(s.dx_terms);
+        s.dx(d, h, a, t) = undef(element_type(dx_type));
+        s.dx(d, dx_row, dx_middle, dx_token) = encode(dx_type, s.dx_summed(d, dx_row, dx_middle, dx_token), dx_nans(), get_target());
+    }
+
+    // Dense rows (the runtime copies other views): fused stages cannot be specialized on
+    // strides, and unknown strides vectorize as gathers.
+    void declare_layouts() {
         for (auto *b : {x, dy}) b->dim(0).set_stride(1);
         dx->dim(0).set_stride(1);
         saved_inverse_rms->dim(0).set_stride(Expr());
         scale->dim(1).set_stride(Expr());
-        if (gpu) {
+        if (get_target().has_gpu_feature()) {
             for (auto *table : {token_modality, token_order, block_first}) table->dim(0).set_stride(1);
         }
         if (cpu_streaming_alignment > 0) require_streaming_layout(cpu_streaming_alignment);
-        s.whole_vectors = cpu_streaming_alignment > 0;
-        s.heads_per_dx_row = k;
-        s.dim = dim;
-        if (gpu) {
-            schedules::schedule_gpu_backward(s, target);
-        } else {
-            schedules::schedule_cpu_backward(s, target);
-        }
     }
 
-private:
     schedules::CpuBackwardKnobs cpu_backward_knobs() const {
         schedules::CpuBackwardKnobs k;
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning)
