@@ -32,6 +32,7 @@
 #include "ceilings.hpp"
 #include "float_codec.hpp"
 #include "magi2norm/magi2norm.hpp"
+#include "model_norms.hpp"
 #include "splitmix64.hpp"
 
 namespace magi2norm::bench {
@@ -85,22 +86,26 @@ struct BackwardCase {
     }
 };
 
+// A model norm's backward (dx in x's dtype, dy in the forward's output dtype) of T tokens.
+BackwardCase model_case(const measure::ModelNorm &n, std::int64_t tokens, std::int64_t modalities, bool from_inverse_rms) {
+    return {n.name, n.row, n.x, n.out, n.x, tokens, modalities, false, from_inverse_rms};
+}
+
 std::vector<BackwardCase> cases() {
     std::vector<BackwardCase> c;
     // Each model norm at T = 4096 (mHC's forward to FP32 and to BF16), with its rows' sums of
     // squares and from the forward's inverse RMS.
     for (const bool inv : {false, true}) {
-        for (const std::int64_t m : {1, 3}) {
-            c.push_back({"pre_norm", {3072}, DType::bf16, DType::bf16, DType::bf16, 4096, m, false, inv});
-            c.push_back({"qk_norm", {24, 128}, DType::bf16, DType::f32, DType::bf16, 4096, m, false, inv});
-            c.push_back({"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 4096, m, false, inv});
+        for (const measure::ModelNorm &n : measure::model_norms()) {
+            for (const std::int64_t m : {1, 3}) {
+                if (m == 1 || (n.grouped && n.label() != "mhc_norm/bf16_bf16")) c.push_back(model_case(n, 4096, m, inv));
+            }
         }
-        c.push_back({"mhc_norm", {12288}, DType::bf16, DType::bf16, DType::bf16, 4096, 1, false, inv});
-        c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 4096, 1, false, inv});
     }
     // Long sequences, where the partials outgrow what an allocator keeps (25 MB at D = 12288).
-    c.push_back({"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 32768, 1});
-    c.push_back({"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 32768, 1});
+    for (const measure::ModelNorm &n : measure::model_norms()) {
+        if (n.label() == "mhc_norm/bf16_f32" || n.name == "final_norm") c.push_back(model_case(n, 32768, 1, false));
+    }
     return c;
 }
 
@@ -354,17 +359,11 @@ void run(benchmark::State &state, const BackwardCase &c) {
 // at M = 1, T = 16 to 32768, tokens split evenly: "M3_sizes", as the forward's grouped cases).
 std::vector<BackwardCase> tuning_cases() {
     std::vector<BackwardCase> c;
-    for (const BackwardCase &n : {BackwardCase{"pre_norm", {3072}, DType::bf16, DType::bf16, DType::bf16, 0, 0},
-                                  BackwardCase{"qk_norm", {24, 128}, DType::bf16, DType::f32, DType::bf16, 0, 0},
-                                  BackwardCase{"mhc_norm", {12288}, DType::bf16, DType::f32, DType::bf16, 0, 0},
-                                  BackwardCase{"mhc_norm", {12288}, DType::bf16, DType::bf16, DType::bf16, 0, 0},
-                                  BackwardCase{"final_norm", {12288}, DType::f32, DType::f32, DType::f32, 0, 0}}) {
+    for (const measure::ModelNorm &n : measure::model_norms()) {
         for (const std::int64_t m : {1, 3}) {
-            if (n.norm == "final_norm" && m > 1) continue;
+            if (m > 1 && !n.grouped) continue;
             for (const std::int64_t t : {16, 256, 4096, 32768}) {
-                BackwardCase k = n;
-                k.tokens = t;
-                k.modalities = m;
+                BackwardCase k = model_case(n, t, m, false);
                 k.even_split = true;
                 c.push_back(k);
             }

@@ -4,6 +4,8 @@
 #include <functional>
 #include <numeric>
 
+#include "model_norms.hpp"
+
 namespace magi2norm::bench {
 
 std::int64_t Case::rows_per_token() const {
@@ -50,13 +52,8 @@ std::vector<Case> all_cases() {
         DType in, out;
         bool multi_modality;  // also measured with M = 3 (SPEC.md: layers 0, 1, 38, 39)
     };
-    std::vector<Norm> norms = {
-        {"pre_norm", {3072}, DType::bf16, DType::bf16, true},
-        {"qk_norm", {24, 128}, DType::bf16, DType::f32, true},
-        {"mhc_norm", {12288}, DType::bf16, DType::f32, true},
-        {"mhc_norm", {12288}, DType::bf16, DType::bf16, true},
-        {"final_norm", {12288}, DType::f32, DType::f32, false},
-    };
+    std::vector<Norm> norms;
+    for (const measure::ModelNorm &n : measure::model_norms()) norms.push_back({n.name, n.row, n.x, n.out, n.grouped});
     for (std::int64_t width : {128, 768, 1536}) {
         for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
             norms.push_back({"width" + std::to_string(width), {width}, dtype, dtype, false});

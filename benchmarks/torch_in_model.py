@@ -83,9 +83,9 @@ def after_torch_op(a, lines):
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     a_mm, b_mm = torch.randn(256, 256), torch.randn(256, 256)
     mm = lambda: torch.mm(a_mm, b_mm)  # noqa: E731
-    for name in a.norms.split(","):
+    for name in (label for label, n in NORMS.items() if n.name in a.norms.split(",")):
         for m in (int(v) for v in a.modalities.split(",")):
-            if m not in NORMS[name][3]:
+            if m > 1 and not NORMS[name].grouped:
                 continue
             for t in (int(v) for v in a.tokens.split(",")):
                 calls = norm_calls(name, t, m)

@@ -28,16 +28,12 @@ import torch
 import magi2norm
 from bench_json import write_page
 from machine import machine
+from model_norms import model_norms, torch_dtype
 from magi2norm import _library
 
 EPS = 1e-6
 
-NORMS = {  # name: (row shape, input dtype, output dtype, modalities allowed)
-    "pre_norm": ((3072,), torch.bfloat16, torch.bfloat16, (1, 3)),
-    "qk_norm": ((24, 128), torch.bfloat16, torch.float32, (1, 3)),
-    "mhc_norm": ((12288,), torch.bfloat16, torch.float32, (1, 3)),
-    "final_norm": ((12288,), torch.float32, torch.float32, (1,)),
-}
+NORMS = {n.label: n for n in model_norms()}  # the model's norms, measure/model_norms.def
 
 
 def formula(x, weight, dim, eps, m, sizes, out_dtype):
@@ -79,7 +75,8 @@ class Case:
     random weight, a dispatcher of those sizes and an output made once."""
 
     def __init__(self, name, t, m):
-        row, in_dtype, self.out_dtype, _ = NORMS[name]
+        n = NORMS[name]
+        row, in_dtype, self.out_dtype = n.row, torch_dtype(n.x), torch_dtype(n.out)
         self.dim = row[-1]
         g = torch.Generator().manual_seed(t)
         self.x = torch.randn((t, *row), generator=g).to(in_dtype)
@@ -146,7 +143,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokens", default="16,256,4096,16384")
     p.add_argument("--modalities", default="1,3")
-    p.add_argument("--norms", default=",".join(NORMS))
+    p.add_argument("--norms", default=",".join(dict.fromkeys(n.name for n in NORMS.values())))
     p.add_argument("--passes", default="forward,forward+backward,backward")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=2)
@@ -162,9 +159,9 @@ def main():
              "the row's time over the module's (backward: over the op's).", "",
              "| norm | M | T | pass | row | time | GB/s | of copy | speedup |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for name in a.norms.split(","):
+    for name in (label for label, n in NORMS.items() if n.name in a.norms.split(",")):
         for m in (int(v) for v in a.modalities.split(",")):
-            if m not in NORMS[name][3]:
+            if m > 1 and not NORMS[name].grouped:
                 continue
             for t in (int(v) for v in a.tokens.split(",")):
                 for pass_name in a.passes.split(","):

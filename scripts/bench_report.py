@@ -15,6 +15,9 @@ import os
 import sys
 from collections import OrderedDict
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from model_norms import model_norms  # noqa: E402  (the model's norms, measure/model_norms.def)
+
 OURS = "ours"
 PLANNED = "ours_planned"  # a plan made once, run per call (benchmarks/ours.cpp), on the tiny calls
 FORM_PREFIX = "ours_"  # ours through other views of the same memory (benchmarks/ours.cpp, ViewForm)
@@ -22,7 +25,7 @@ FORM_BOUND = 0.90      # "at the plain view's speed", within this machine's run-
 YARDSTICK = "memcpy"  # not a peer: memcpy of the input, for the tiny-call target
 TINY_TOKENS = 16      # benchmarks/implementation.hpp kTinyTokens
 LARGE_TOKENS = 4096   # the bandwidth targets apply from here, to the model's norms
-MODEL_NORMS = ("pre_norm", "qk_norm", "mhc_norm", "final_norm")  # benchmarks/cases.cpp
+MODEL_NORMS = {n.name for n in model_norms()}  # measure/model_norms.def
 GROUPING_STYLES = {"M1": "-", "M3_sizes": "--", "M3_ids": ":"}
 CEILINGS = [("memcpy", "ceiling_memcpy_GBps", "-."), ("copy", "ceiling_copy_GBps", "--"),
             ("streaming copy", "ceiling_streaming_copy_GBps", ":")]

@@ -6,17 +6,15 @@ JSON line per case and pass on stdout: pass, name, tokens, eager_ms, compile_ms 
 --iters, CUDA events)."""
 import argparse
 import json
+import os
 import sys
 
 import torch
 
-CASES = [  # name, row shape, input dtype, output dtype (SPEC.md, M = 1)
-    ("pre_norm", (3072,), torch.bfloat16, torch.bfloat16),
-    ("qk_norm", (24, 128), torch.bfloat16, torch.float32),
-    ("mhc_norm_f32", (12288,), torch.bfloat16, torch.float32),
-    ("mhc_norm_bf16", (12288,), torch.bfloat16, torch.bfloat16),
-    ("final_norm", (12288,), torch.float32, torch.float32),
-]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from model_norms import model_norms, torch_dtype  # noqa: E402  (measure/model_norms.def)
+
+CASES = [(n.label, n.row, torch_dtype(n.x), torch_dtype(n.out)) for n in model_norms()]  # name, row shape, dtypes (M = 1)
 
 
 def formula(x, weight, eps: float, out_dtype: torch.dtype):

@@ -3,12 +3,11 @@
 #include <cstring>
 
 #include "magi2norm/float_codecs.hpp"
+#include "model_norms.hpp"
 #include "splitmix64.hpp"
 
 namespace magi2norm::cli {
 namespace {
-
-constexpr std::int64_t kHidden = 3072, kHeads = 24, kHeadDim = 128, kStreams = 4;
 
 // Draws from splitmix64 (measure/splitmix64.hpp), in the shapes the demo's data needs.
 class Random : public measure::SplitMix64 {
@@ -41,17 +40,19 @@ std::vector<unsigned char> random_tensor(Random &random, std::int64_t count, DTy
 
 std::vector<DemoCase> model_cases(std::int64_t t) {
     using K = Grouping::Kind;
-    const DType f32 = DType::f32, bf16 = DType::bf16;
-    const std::int64_t width = kStreams * kHidden;
-    return {
-        {"pre_norm", {t, kHidden}, bf16, bf16, bf16, 1, K::none},
-        {"pre_norm_m3_sizes", {t, kHidden}, bf16, bf16, bf16, 3, K::sizes},
-        {"pre_norm_m3_ids", {t, kHidden}, bf16, bf16, bf16, 3, K::ids},
-        {"qk_norm", {t, kHeads, kHeadDim}, bf16, f32, bf16, 1, K::none},
-        {"mhc_norm_f32", {t, width}, bf16, f32, bf16, 1, K::none},
-        {"mhc_norm_bf16", {t, width}, bf16, bf16, bf16, 1, K::none},
-        {"final_norm", {t, width}, f32, f32, f32, 1, K::none},
-    };
+    std::vector<DemoCase> cases;
+    for (const measure::ModelNorm &n : measure::model_norms()) {
+        std::vector<std::int64_t> shape{t};
+        shape.insert(shape.end(), n.row.begin(), n.row.end());
+        // The weight in x's dtype, as the model's checkpoints hold it.
+        cases.push_back({n.label(), shape, n.x, n.out, n.x, 1, K::none});
+        // The pre-norm also by groups: the model's first and last two layers.
+        if (n.name == "pre_norm") {
+            cases.push_back({n.label() + "/M3_sizes", shape, n.x, n.out, n.x, 3, K::sizes});
+            cases.push_back({n.label() + "/M3_ids", shape, n.x, n.out, n.x, 3, K::ids});
+        }
+    }
+    return cases;
 }
 
 DemoData make_demo_data(const DemoCase &c, std::uint64_t seed) {

@@ -21,13 +21,13 @@ double gbps(const CaseResult &r) { return static_cast<double>(r.bytes) / r.secon
 void print_table_header(std::int64_t tokens, int threads) {
     std::printf("magi2-norm demo: MAGI-2 Preview norms, T = %lld tokens, %d threads\n",
                 static_cast<long long>(tokens), threads);
-    std::printf("%-18s %-16s %-4s %-4s %2s %-8s %9s %8s %9s %7s  %s\n", "name", "shape", "in", "out", "M",
+    std::printf("%-27s %-16s %-4s %-4s %2s %-8s %9s %8s %9s %7s  %s\n", "name", "shape", "in", "out", "M",
                 "grouping", "time(ms)", "GB/s", "copy GB/s", "of copy", "check (max abs err), variant");
 }
 
 void print_table_row(const CaseResult &r) {
     const DemoCase &c = *r.demo_case;
-    std::printf("%-18s %-16s %-4s %-4s %2lld %-8s %9.3f %8.2f %9.2f %7.2f  %s (%.3g), %s\n", c.name.c_str(),
+    std::printf("%-27s %-16s %-4s %-4s %2lld %-8s %9.3f %8.2f %9.2f %7.2f  %s (%.3g), %s\n", c.name.c_str(),
                 shape_text(c.shape).c_str(), dtype_name(c.in_dtype), dtype_name(c.out_dtype),
                 static_cast<long long>(c.num_modality), grouping_name(c.grouping), r.seconds * 1e3, gbps(r),
                 r.copy_gbps, gbps(r) / r.copy_gbps, r.check.pass ? "pass" : "FAIL", r.check.max_abs_err, r.variant.c_str());

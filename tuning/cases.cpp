@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "model_norms.hpp"
+
 namespace magi2norm::tuning {
 
 namespace {
@@ -48,33 +50,22 @@ std::int64_t TuneCase::bytes() const {
 }
 
 std::vector<TuneCase> model_cases(const std::vector<std::int64_t> &tokens, bool with_backward) {
-    struct Norm {
-        const char *name;
-        DType in, out;
-        std::vector<std::int64_t> row;  // the shape after the token axis
-    };
-    const Norm norms[] = {{"pre_norm", DType::bf16, DType::bf16, {3072}},
-                          {"qk_norm", DType::bf16, DType::f32, {24, 128}},
-                          {"mhc_norm", DType::bf16, DType::f32, {12288}},
-                          {"mhc_norm", DType::bf16, DType::bf16, {12288}},
-                          {"final_norm", DType::f32, DType::f32, {12288}}};
     std::vector<TuneCase> cases;
     for (const bool backward : {false, true}) {
         if (backward && !with_backward) break;
-        for (const Norm &n : norms) {
+        for (const measure::ModelNorm &n : measure::model_norms()) {
             for (const std::int64_t m : {1, 3}) {
-                if (std::string(n.name) == "final_norm" && m > 1) continue;  // M = 1 only (SPEC.md)
+                if (m > 1 && !n.grouped) continue;
                 for (const std::int64_t t : tokens) {
                     TuneCase c;
                     c.norm = n.name;
-                    c.in = n.in;
+                    c.in = n.x;
                     c.out = n.out;
                     c.backward = backward;
                     c.shape = {t};
                     c.shape.insert(c.shape.end(), n.row.begin(), n.row.end());
                     c.num_modality = m;
-                    c.id = std::string(n.name) + "/" + dtype_name(n.in) + "_" + dtype_name(n.out) + "/M" + std::to_string(m) +
-                           "/T" + std::to_string(t) + (backward ? "/backward" : "");
+                    c.id = n.label() + "/M" + std::to_string(m) + "/T" + std::to_string(t) + (backward ? "/backward" : "");
                     cases.push_back(c);
                 }
             }

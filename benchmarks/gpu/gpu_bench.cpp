@@ -18,25 +18,11 @@
 
 #include "magi2norm/float_codecs.hpp"
 #include "magi2norm/magi2norm.hpp"
+#include "model_norms.hpp"
 
 namespace {
 
 using magi2norm::DType;
-
-struct NormCase {
-    const char *name;
-    std::vector<std::int64_t> row_shape;  // the shape after the token axis
-    DType in, out;
-};
-
-// SPEC.md's MAGI-2 Preview table, M = 1.
-const NormCase kCases[] = {
-    {"pre_norm", {3072}, DType::bf16, DType::bf16},
-    {"qk_norm", {24, 128}, DType::bf16, DType::f32},
-    {"mhc_norm_f32", {12288}, DType::bf16, DType::f32},
-    {"mhc_norm_bf16", {12288}, DType::bf16, DType::bf16},
-    {"final_norm", {12288}, DType::f32, DType::f32},
-};
 
 void check(cudaError_t status, const char *what) {
     if (status != cudaSuccess) {
@@ -105,11 +91,11 @@ float best_ms(cudaStream_t stream, int iters, Body body) {
 }
 
 // One JSON line: the pass's time, its TB/s and the copy's for the same bytes, the worst error.
-void report(const char *pass, const NormCase &c, std::int64_t tokens, float ms, std::size_t bytes, float copy_ms, double max_rel) {
+void report(const char *pass, const magi2norm::measure::ModelNorm &c, std::int64_t tokens, float ms, std::size_t bytes, float copy_ms, double max_rel) {
     const double b = double(bytes);
     std::printf("{\"pass\": \"%s\", \"name\": \"%s\", \"tokens\": %lld, \"in_dtype\": \"%s\", \"out_dtype\": \"%s\", "
                 "\"ms\": %.4f, \"tbps\": %.3f, \"copy_tbps\": %.3f, \"fraction_of_copy\": %.3f, \"max_rel_err\": %.2e}\n",
-                pass, c.name, (long long)tokens, magi2norm::dtype_name(c.in), magi2norm::dtype_name(c.out), ms,
+                pass, c.label().c_str(), (long long)tokens, magi2norm::dtype_name(c.x), magi2norm::dtype_name(c.out), ms,
                 b / (ms * 1e-3) / 1e12, b / (copy_ms * 1e-3) / 1e12, copy_ms / ms, max_rel);
     std::fflush(stdout);
 }
@@ -140,19 +126,19 @@ int main(int argc, char **argv) {
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
     const magi2norm::Stream on_stream{magi2norm::Backend::cuda, nullptr, stream};
 
-    for (const NormCase &c : kCases) {
+    for (const magi2norm::measure::ModelNorm &c : magi2norm::measure::model_norms()) {
         for (std::int64_t tokens : token_counts) {
             std::int64_t row = 1;
-            for (std::int64_t e : c.row_shape) row *= e;
-            const std::int64_t dim = c.row_shape.back();
+            for (std::int64_t e : c.row) row *= e;
+            const std::int64_t dim = c.row.back();
             std::vector<std::int64_t> shape = {tokens};
-            shape.insert(shape.end(), c.row_shape.begin(), c.row_shape.end());
-            const std::size_t in_bytes = std::size_t(tokens * row) * magi2norm::dtype_size(c.in);
+            shape.insert(shape.end(), c.row.begin(), c.row.end());
+            const std::size_t in_bytes = std::size_t(tokens * row) * magi2norm::dtype_size(c.x);
             const std::size_t out_bytes = std::size_t(tokens * row) * magi2norm::dtype_size(c.out);
 
             // Random, never-zero x and dy (bf16 or f32 bits built on the host, then copied over).
             const std::size_t elements = std::size_t(tokens * row);
-            const std::vector<unsigned char> host = random_values(c.in, elements, std::uint64_t(tokens));
+            const std::vector<unsigned char> host = random_values(c.x, elements, std::uint64_t(tokens));
             const std::vector<unsigned char> dy_host = random_values(c.out, elements, std::uint64_t(tokens) + 1);
             // The copy ceiling moves as many bytes as the pass it is beside: the backward's (x and
             // dy read, dx written) are the most; it reads and writes half each.
@@ -166,7 +152,7 @@ int main(int argc, char **argv) {
             check(cudaMalloc(&copy_dst, backward_bytes / 2), "malloc copy");
 
             magi2norm::RMSNorm norm({dim, 1e-6f, 1, 1, c.out});
-            const magi2norm::ConstTensorView xv(x, c.in, shape, {}, magi2norm::Memory::device);
+            const magi2norm::ConstTensorView xv(x, c.x, shape, {}, magi2norm::Memory::device);
             const magi2norm::TensorView yv(y, c.out, shape, {}, magi2norm::Memory::device);
             const float ms = best_ms(stream, iters, [&] { norm.forward(xv, magi2norm::Grouping::none(), yv, std::nullopt, on_stream); });
             const auto copy_ms = [&](std::size_t bytes) {
@@ -182,12 +168,12 @@ int main(int argc, char **argv) {
                 check(cudaMemcpy(out_row.data(), static_cast<char *>(y) + r * out_row.size(), out_row.size(), cudaMemcpyDeviceToHost), "download");
                 double sum = 0;
                 for (std::int64_t d = 0; d < dim; ++d) {
-                    const double v = load(host.data(), c.in, r * dim + d);
+                    const double v = load(host.data(), c.x, r * dim + d);
                     sum += v * v;
                 }
                 const float inv = 1.0f / std::sqrt(float(sum) / float(dim) + 1e-6f);
                 for (std::int64_t d = 0; d < dim; ++d) {
-                    const float want = load(host.data(), c.in, r * dim + d) * inv;
+                    const float want = load(host.data(), c.x, r * dim + d) * inv;
                     const float got = load(out_row.data(), c.out, d);
                     max_rel = std::max(max_rel, std::fabs(double(got) - want) / (1e-6 + std::fabs(want)));
                 }
@@ -197,25 +183,25 @@ int main(int argc, char **argv) {
             // The backward of the same norm: dy in the forward's output dtype, dx in x's, dweight
             // in FP32; dx of the first and last row against the float64 formula (scale 1).
             const magi2norm::ConstTensorView dyv(dy, c.out, shape, {}, magi2norm::Memory::device);
-            const magi2norm::TensorView dxv(dx, c.in, shape, {}, magi2norm::Memory::device);
+            const magi2norm::TensorView dxv(dx, c.x, shape, {}, magi2norm::Memory::device);
             const magi2norm::TensorView dwv(dweight, DType::f32, {dim}, {}, magi2norm::Memory::device);
             magi2norm::BackwardOptions backward;
             backward.stream = on_stream;
             const float backward_ms = best_ms(stream, iters, [&] { norm.backward(xv, dyv, magi2norm::Grouping::none(), dxv, dwv, backward); });
             double backward_rel = 0;
-            std::vector<unsigned char> dx_row(std::size_t(dim) * magi2norm::dtype_size(c.in));
+            std::vector<unsigned char> dx_row(std::size_t(dim) * magi2norm::dtype_size(c.x));
             for (std::int64_t r : {std::int64_t(0), tokens * (row / dim) - 1}) {
                 check(cudaMemcpy(dx_row.data(), static_cast<char *>(dx) + r * dx_row.size(), dx_row.size(), cudaMemcpyDeviceToHost), "download");
                 double sum = 0, gn = 0;
-                for (std::int64_t d = 0; d < dim; ++d) sum += std::pow(double(load(host.data(), c.in, r * dim + d)), 2);
+                for (std::int64_t d = 0; d < dim; ++d) sum += std::pow(double(load(host.data(), c.x, r * dim + d)), 2);
                 const double inv = 1.0 / std::sqrt(sum / double(dim) + 1e-6);
                 for (std::int64_t d = 0; d < dim; ++d) {
-                    gn += double(load(dy_host.data(), c.out, r * dim + d)) * load(host.data(), c.in, r * dim + d) * inv;
+                    gn += double(load(dy_host.data(), c.out, r * dim + d)) * load(host.data(), c.x, r * dim + d) * inv;
                 }
                 for (std::int64_t d = 0; d < dim; ++d) {
-                    const double n = load(host.data(), c.in, r * dim + d) * inv;
+                    const double n = load(host.data(), c.x, r * dim + d) * inv;
                     const double want = inv * (load(dy_host.data(), c.out, r * dim + d) - n * gn / double(dim));
-                    backward_rel = std::max(backward_rel, std::fabs(load(dx_row.data(), c.in, d) - want) / (1e-5 + std::fabs(want)));
+                    backward_rel = std::max(backward_rel, std::fabs(load(dx_row.data(), c.x, d) - want) / (1e-5 + std::fabs(want)));
                 }
             }
             report("backward", c, tokens, backward_ms, backward_bytes, copy_ms(backward_bytes), backward_rel);

@@ -54,7 +54,7 @@ TEST(CliDemo, TableAndOddTokenCounts) {
     cli_test::TempDir dir;
     const cli_test::ProcessResult run = cli_test::run_cli({"demo", "--tokens", "5", "--threads", "1"}, dir);
     ASSERT_TRUE(run.exited && run.status == 0) << cli_test::describe(run);
-    EXPECT_NE(run.out.find("pre_norm_m3_ids"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("pre_norm/bf16_bf16/M3_ids"), std::string::npos) << run.out;
     EXPECT_EQ(run.out.find("FAIL"), std::string::npos) << run.out;
 }
 
