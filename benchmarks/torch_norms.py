@@ -28,7 +28,7 @@ import torch
 import magi2norm
 from bench_json import write_page
 from machine import machine
-from model_norms import model_norms, torch_dtype
+from model_norm_table import model_norms, torch_dtype
 from magi2norm import _library
 
 EPS = 1e-6

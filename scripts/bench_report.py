@@ -16,7 +16,7 @@ import sys
 from collections import OrderedDict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-from model_norms import model_norms  # noqa: E402  (the model's norms, measure/model_norms.def)
+from model_norm_table import model_norms  # noqa: E402  (the model's norms, measure/model_norms.def)
 
 OURS = "ours"
 PLANNED = "ours_planned"  # a plan made once, run per call (benchmarks/ours.cpp), on the tiny calls

@@ -12,7 +12,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-from model_norms import model_norms, torch_dtype  # noqa: E402  (measure/model_norms.def)
+from model_norm_table import model_norms, torch_dtype  # noqa: E402  (measure/model_norms.def)
 
 CASES = [(n.label, n.row, torch_dtype(n.x), torch_dtype(n.out)) for n in model_norms()]  # name, row shape, dtypes (M = 1)
 
