@@ -37,15 +37,6 @@ void check_device_views(const CallPlan &p, const CheckedView &dweight, const Ker
     }
 }
 
-// Whether dx is dy itself: the same memory, element size and layout, one dx row per dy row.
-bool in_place(const BackwardPlan &g, const void *dy, const void *dx) {
-    if (dx != dy || dtype_size(g.dx.dtype) != dtype_size(g.p.out.dtype) || g.heads_per_dx_row != 1) return false;
-    for (int axis = 0; axis < 4; ++axis) {
-        if (g.p.layout.extent[axis] > 1 && g.dx_stride[axis] != g.p.layout.out_stride[axis]) return false;
-    }
-    return true;
-}
-
 }  // namespace
 
 BackwardPlan plan_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
@@ -111,27 +102,6 @@ BackwardPlan plan_backward(const NormState &norm, const ConstTensorView &x, cons
     return g;
 }
 
-void check_backward_pointers(const BackwardPlan &g, const void *x, const void *dy, const void *dx, const void *dweight,
-                             const std::int32_t *ids) {
-    const Region xs = view_region(g.p, g.p.x, x, "input"), dys = view_region(g.p, g.p.out, dy, "dy");
-    const Region dxs = view_region(g.p, g.dx, dx, "dx"), dws = view_region(g.p, g.dweight, dweight, "dweight");
-    check_disjoint(dxs, "dx", xs, "input", "dx is written while the input is read");
-    if (!in_place(g, dy, dx)) {
-        check_disjoint(dxs, "dx", dys, "dy", "dx may be dy itself, in the same element size and layout, and else shares no byte with it");
-    }
-    const char *written = "dweight is written while the other views are read or written";
-    check_disjoint(dws, "dweight", xs, "input", written);
-    check_disjoint(dws, "dweight", dys, "dy", written);
-    check_disjoint(dws, "dweight", dxs, "dx", written);
-    if (g.inverse_rms) {
-        const Region invs = view_region(g.p, *g.inverse_rms, g.inverse_rms_data, "inverse RMS");
-        check_disjoint(dxs, "dx", invs, "inverse RMS", "dx is written while the inverse RMS is read");
-        check_disjoint(dws, "dweight", invs, "inverse RMS", written);
-    }
-    if (g.p.checks_ids) {
-        check_ids(g.p, ids, {{&dxs, "dx"}, {&dws, "dweight"}});
-    }
-}
 
 
 std::vector<std::int64_t> segment_sizes(const BackwardPlan &g, const Grouping &grouping) {

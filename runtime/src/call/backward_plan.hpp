@@ -1,6 +1,6 @@
 // The backward call's plan (RMSNorm::backward): the forward's checks of the views and the grouping
-// (call_checks.hpp) plus dy's, dx's and dweight's, and the layout the kernels take; then its
-// pointers' checks. Everything is checked before anything is written.
+// (call_checks.hpp) plus dy's, dx's and dweight's, and the layout the kernels take. Everything is
+// checked before anything is written (its pointers by check_backward_pointers, call_checks.hpp).
 #pragma once
 
 #include <array>
@@ -33,11 +33,6 @@ struct BackwardPlan {
 // Throws Error naming the problem (shape, dtype, stride, weight size, device, overlap).
 BackwardPlan plan_backward(const NormState &norm, const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping,
                            const TensorView &dx, const TensorView &dweight, const BackwardOptions &options);
-
-// Pointers: not null, and no memory the call writes shared with any other view or the ids,
-// but for dx over dy in place.
-void check_backward_pointers(const BackwardPlan &g, const void *x, const void *dy, const void *dx, const void *dweight,
-                             const std::int32_t *ids);
 
 // Each modality's token count, in order: by sizes as given; all tokens in modality 0 otherwise
 // (one modality, whose ids are all 0).

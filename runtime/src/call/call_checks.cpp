@@ -7,6 +7,7 @@
 
 #include "../devices/opencl_context.hpp"
 #include "../views/overlap.hpp"
+#include "backward_plan.hpp"
 
 namespace magi2norm::detail {
 
@@ -176,6 +177,42 @@ CheckedView plan_inverse_rms_view(CallPlan &p, const NormConfig &config, const C
     check_geometry(v, inv.dtype, inv.shape, inv.strides, "inverse RMS");
     plan_inverse_rms(p.layout, config, p.out, v);
     return v;
+}
+
+namespace {
+
+// Whether dx is dy itself: the same memory, element size and layout, one dx row per dy row.
+bool in_place(const BackwardPlan &g, const void *dy, const void *dx) {
+    if (dx != dy || dtype_size(g.dx.dtype) != dtype_size(g.p.out.dtype) || g.heads_per_dx_row != 1) return false;
+    for (int axis = 0; axis < 4; ++axis) {
+        if (g.p.layout.extent[axis] > 1 && g.dx_stride[axis] != g.p.layout.out_stride[axis]) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+void check_backward_pointers(const BackwardPlan &g, const void *x, const void *dy, const void *dx, const void *dweight,
+                             const std::int32_t *ids) {
+    const bool dx_is_dy = in_place(g, dy, dx);
+    const Region xs = view_region(g.p, g.p.x, x, "input"), dys = view_region(g.p, g.p.out, dy, "dy");
+    const Region dxs = view_region(g.p, g.dx, dx, "dx"), dws = view_region(g.p, g.dweight, dweight, "dweight");
+    check_disjoint(dxs, "dx", xs, "input", "dx is written while the input is read");
+    if (!dx_is_dy) {
+        check_disjoint(dxs, "dx", dys, "dy", "dx may be dy itself, in the same element size and layout, and else shares no byte with it");
+    }
+    const char *written = "dweight is written while the other views are read or written";
+    check_disjoint(dws, "dweight", xs, "input", written);
+    check_disjoint(dws, "dweight", dys, "dy", written);
+    check_disjoint(dws, "dweight", dxs, "dx", written);
+    if (g.inverse_rms) {
+        const Region invs = view_region(g.p, *g.inverse_rms, g.inverse_rms_data, "inverse RMS");
+        check_disjoint(dxs, "dx", invs, "inverse RMS", "dx is written while the inverse RMS is read");
+        check_disjoint(dws, "dweight", invs, "inverse RMS", written);
+    }
+    if (g.p.checks_ids) {
+        check_ids(g.p, ids, {{&dxs, "dx"}, {&dws, "dweight"}});
+    }
 }
 
 }  // namespace magi2norm::detail

@@ -12,6 +12,8 @@
 
 namespace magi2norm::detail {
 
+struct BackwardPlan;
+
 // The grouping's kernel arguments (group starts, ids made from sizes, or ids at run time),
 // checked against the plan's layout and token count; throws Error(grouping) naming the problem.
 void plan_grouping(CallPlan &plan, const NormConfig &config, const Grouping &grouping);
@@ -42,5 +44,10 @@ Region view_region(const CallPlan &plan, const CheckedView &v, const void *data,
 // plan's memory, FP32 over the rows of the plan's output (or dy) view, its strides put into the
 // plan's layout (plan_inverse_rms). Throws Error naming the problem; reads no data pointer.
 CheckedView plan_inverse_rms_view(CallPlan &plan, const NormConfig &config, const ConstTensorView &inverse_rms);
+
+// Pointers: not null, and no memory the call writes shared with any other view or the ids,
+// but for dx over dy in place.
+void check_backward_pointers(const BackwardPlan &g, const void *x, const void *dy, const void *dx, const void *dweight,
+                             const std::int32_t *ids);
 
 }  // namespace magi2norm::detail
