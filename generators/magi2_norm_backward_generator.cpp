@@ -110,9 +110,9 @@ public:
 
 private:
     // What the steps share: the decoded inputs, g = float32(dy) * scale, the row sums' terms,
-    // n = xf * inv, D and K (dy rows a dx row).
+    // n = xf * inv, the weight gradient's products dy * n, D and K (dy rows a dx row).
     struct Terms {
-        Func xf{"xf"}, dyf{"dyf"}, square{"square"}, g{"g"}, gx{"gx"}, n{"n"};
+        Func xf{"xf"}, dyf{"dyf"}, square{"square"}, g{"g"}, gx{"gx"}, n{"n"}, product{"product"};
         Expr dim, k;
     };
 
@@ -183,10 +183,12 @@ private:
                                     cast<float>(sum_gx * cast<double>(s.inv_rms(h, a, t))) / cast<float>(dim));
     }
 
-    // n, and each dx row in FP32 before its cast: the sum of its K dy rows' gradients.
+    // n and the products dy * n, and each dx row in FP32 before its cast: the sum of its K dy
+    // rows' gradients.
     void define_dx_rows(schedules::BackwardStages &s, Terms &e) {
         Var d = s.d, h = s.h, a = s.a, t = s.t;
         e.n(d, h, a, t) = e.xf(d, h, a, t) * s.inv_rms(h, a, t);
+        e.product(d, h, a, t) = e.dyf(d, h, a, t) * e.n(d, h, a, t);
         Func row_dx("row_dx");
         row_dx(d, h, a, t) = s.inv_rms(h, a, t) * (e.g(d, h, a, t) - e.n(d, h, a, t) * s.mean_gn(h, a, t));
         // Singleton-head broadcasting: dx row h is the sum of output rows h K .. h K + K - 1, in
@@ -217,15 +219,13 @@ private:
         Var d = s.d, h = s.h, a = s.a, t = s.t;
         Expr tokens = dy->dim(3).extent();
         Expr middles = dy->dim(2).extent();
-        Func product("product");
-        product(d, h, a, t) = e.dyf(d, h, a, t) * e.n(d, h, a, t);
         s.partials(d, h, s.blk) = 0.0f;
         s.dx(d, h, a, t) = encode(dx_type, s.dx_summed(d, h, a, t), dx_nans(), get_target());
         s.partial_terms = RDom(0, *heads_per_pattern, 0, middles, 0, s.block_tokens, "partial_terms");
         Expr position = (*block_first)(s.blk) + s.partial_terms.z;
         s.partial_terms.where(position < (*block_first)(s.blk + 1));
         Expr token = clamp((*token_order)(clamp(position, 0, tokens - 1)), 0, tokens - 1);
-        s.partials(d, h, s.blk) += product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token);
+        s.partials(d, h, s.blk) += e.product(d, h * *heads_per_pattern + s.partial_terms.x, s.partial_terms.y, token);
     }
 
     // On CPUs a block is block_tokens tokens (the runtime's: at most abi::kPartialTerms products
@@ -238,8 +238,6 @@ private:
         Var d = s.d, h = s.h, a = s.a, t = s.t;
         Expr tokens = dy->dim(3).extent();
         Expr middles = dy->dim(2).extent();
-        Func product("product");
-        product(d, h, a, t) = e.dyf(d, h, a, t) * e.n(d, h, a, t);
         const schedules::CpuBackwardKnobs knobs = cpu_backward_knobs();
         Expr heads = dy->dim(1).extent();
         Expr token_elements = e.dim * heads * middles;
@@ -265,7 +263,7 @@ private:
         Expr token = token_of(s.partial_terms);
         s.partials(d, h, s.blk) = 0.0f;
         s.partials(d, s.partial_terms.x / *heads_per_pattern, min(token / s.block_tokens, blocks - 1)) +=
-            product(d, s.partial_terms.x, s.partial_terms.y, token);
+            e.product(d, s.partial_terms.x, s.partial_terms.y, token);
         // dx indexes its row and middle row through expressions too (r clamped to its own
         // range): a bare reduction variable on the left is a pure one, whose loop Halide
         // does not fuse with the partials' (indexed by head / heads_per_pattern).
