@@ -29,11 +29,12 @@
 
 #include "aligned_buffer.hpp"
 #include "backward_peers.hpp"
-#include "ceilings.hpp"
+#include "copy_ceilings.hpp"
 #include "float_codec.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "model_norms.hpp"
 #include "splitmix64.hpp"
+#include "workspace.hpp"
 
 namespace magi2norm::bench {
 
@@ -287,7 +288,7 @@ void run(benchmark::State &state, const BackwardCase &c) {
     const auto call = [&](std::size_t i) { calls.call(i); };
     for (std::size_t i = 0; i < sets; ++i) call(i);
 
-    const Ceilings before = ceilings_now();
+    const measure::CopyCeilings before = measure::copy_ceilings_now(magi2norm::num_threads());
     std::size_t i = 0;
     const auto ours_start = std::chrono::steady_clock::now();
     for (auto _ : state) {
@@ -296,7 +297,7 @@ void run(benchmark::State &state, const BackwardCase &c) {
     }
     const double ours_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ours_start).count() /
                                 static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-    const Ceilings after = ceilings_now();
+    const measure::CopyCeilings after = measure::copy_ceilings_now(magi2norm::num_threads());
 
     // The fixed-order sum alone, on partials of the case's size (cold in cache, as after a pass).
     std::vector<float> partials(static_cast<std::size_t>(c.partial_values()));

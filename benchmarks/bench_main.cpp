@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ceilings.hpp"
 #include "backward_bench.hpp"
+#include "copy_ceilings.hpp"
 #include "harness.hpp"
 #include "pool_dispatch.hpp"
 
@@ -49,7 +49,7 @@ void warm_thread_pool() {
     ours().prepare(ws)->run(0);
 }
 
-void add_context(const Ceilings &ceiling) {
+void add_context(const magi2norm::measure::CopyCeilings &ceiling) {
     auto gbps = [](double bps) { return std::to_string(bps / 1e9); };
     benchmark::AddCustomContext("ceiling_memcpy_GBps", gbps(ceiling.memcpy_bps));
     benchmark::AddCustomContext("ceiling_copy_GBps", gbps(ceiling.copy_bps));
@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     register_backward_benchmarks();
     register_pool_benchmarks();
 
-    const Ceilings &ceiling = ceilings();
+    const magi2norm::measure::CopyCeilings &ceiling = magi2norm::measure::copy_ceilings(magi2norm::num_threads());
     std::fprintf(stderr, "ceilings with %d threads: memcpy %.1f GB/s, copy %.1f GB/s, streaming copy %.1f GB/s\n",
                  ceiling.threads, ceiling.memcpy_bps / 1e9, ceiling.copy_bps / 1e9, ceiling.streaming_copy_bps / 1e9);
     add_context(ceiling);

@@ -4,7 +4,8 @@
 #include <exception>
 #include <thread>
 
-#include "ceilings.hpp"
+#include "copy_ceilings.hpp"
+#include "magi2norm/magi2norm.hpp"
 
 namespace magi2norm::bench {
 
@@ -17,8 +18,8 @@ bool measures_nearby_ceilings(const Workspace &ws, const Implementation &impl) {
     return impl.nearby_ceilings && !ws.cache_resident();
 }
 
-Ceilings average(const Ceilings &a, const Ceilings &b) {
-    Ceilings c = a;
+measure::CopyCeilings average(const measure::CopyCeilings &a, const measure::CopyCeilings &b) {
+    measure::CopyCeilings c = a;
     c.memcpy_bps = (a.memcpy_bps + b.memcpy_bps) / 2;
     c.copy_bps = (a.copy_bps + b.copy_bps) / 2;
     c.streaming_copy_bps = (a.streaming_copy_bps + b.streaming_copy_bps) / 2;
@@ -28,7 +29,7 @@ Ceilings average(const Ceilings &a, const Ceilings &b) {
 // Counters of one benchmark. Rates (kIsRate) are divided by the measured real time, so
 // frac_* = achieved bytes per second / ceiling.
 void set_counters(benchmark::State &state, const Case &c, const Workspace &ws, const Implementation &impl,
-                  const Ceilings &ceiling) {
+                  const measure::CopyCeilings &ceiling) {
     using benchmark::Counter;
     const double bytes = c.bytes_moved() * static_cast<double>(state.iterations());
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));  // reported as bytes_per_second
@@ -64,14 +65,15 @@ void run_benchmark(benchmark::State &state, const Case &c, const Implementation 
         const std::unique_ptr<Runner> runner = prepare_checked(state, ws, impl);
         if (!runner) return;
         const bool nearby = measures_nearby_ceilings(ws, impl);
-        const Ceilings before = nearby ? ceilings_now() : ceilings();
+        const int threads = magi2norm::num_threads();
+        const measure::CopyCeilings before = nearby ? measure::copy_ceilings_now(threads) : measure::copy_ceilings(threads);
         // Timed calls start on the pair the warm-up call did not just touch.
         std::size_t pair = 1 % ws.pairs();
         for (auto _ : state) {
             benchmark::DoNotOptimize(runner->run(pair));
             pair = pair + 1 == ws.pairs() ? 0 : pair + 1;
         }
-        set_counters(state, c, ws, impl, nearby ? average(before, ceilings_now()) : ceilings());
+        set_counters(state, c, ws, impl, nearby ? average(before, measure::copy_ceilings_now(threads)) : before);
     } catch (const std::exception &e) {
         state.SkipWithError(e.what());
     }

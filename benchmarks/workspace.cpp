@@ -3,15 +3,24 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
 
-#include "ceilings.hpp"
 #include "float_codec.hpp"
 #include "splitmix64.hpp"
 
 namespace magi2norm::bench {
 
 namespace {
+
+// "32768K" -> bytes.
+std::size_t parse_cache_size(const std::string &text) {
+    std::size_t value = std::stoull(text);
+    if (text.find('K') != std::string::npos) value <<= 10;
+    if (text.find('M') != std::string::npos) value <<= 20;
+    return value;
+}
 
 // Draws from splitmix64 (measure/splitmix64.hpp), in the shapes the benchmark's data needs.
 class Random : public measure::SplitMix64 {
@@ -28,6 +37,17 @@ float random_value(Random &random) {
 }
 
 }  // namespace
+
+std::size_t last_level_cache_bytes() {
+    std::size_t largest = 0;
+    for (int index = 0;; ++index) {
+        std::ifstream size_file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+        std::string size;
+        if (!(size_file >> size)) break;
+        largest = std::max(largest, parse_cache_size(size));
+    }
+    return largest > 0 ? largest : std::size_t{32} << 20;
+}
 
 Workspace &Workspace::of(const Case &c) {
     static std::unique_ptr<Workspace> current;

@@ -13,6 +13,10 @@
 
 namespace magi2norm::bench {
 
+// Size of the largest CPU cache in bytes (sysfs; 32 MiB when it cannot be read): a case's
+// buffers rotate through more than it, so that cases of large T stream from memory.
+std::size_t last_level_cache_bytes();
+
 // The model's eps (SPEC.md default).
 constexpr float kEps = 1e-6f;
 

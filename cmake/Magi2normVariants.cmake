@@ -36,15 +36,15 @@ set(MAGI2NORM_X86_BF16_TARGET x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512
 # The source tree, found from this file so that `cmake -P` scripts may include it too.
 get_filename_component(_magi2norm_source_dir ${CMAKE_CURRENT_LIST_DIR} DIRECTORY)
 
-# The knobs' defaults, read from their one declaration: the schedules' from abi/knobs.def, the
-# runtime's thresholds from runtime/internal/magi2norm/thresholds.def. For a knob
+# The knobs' defaults, read from their one declaration, the tuning space in schedules/: the
+# variants' from schedules/knobs.def, the runtime's from schedules/runtime_knobs.def. For a knob
 # "<scope>_<name>", MAGI2NORM_KNOB_DEFAULT_<scope>_<name> (scope cpu, gpu, cpu_backward or runtime), and the
 # names of each scope's knobs in MAGI2NORM_KNOBS_<scope>.
 set(MAGI2NORM_KNOBS_cpu "")
 set(MAGI2NORM_KNOBS_gpu "")
 set(MAGI2NORM_KNOBS_cpu_backward "")
 set(MAGI2NORM_KNOBS_runtime "")
-foreach (_magi2norm_knob_file IN ITEMS abi/knobs.def runtime/internal/magi2norm/thresholds.def)
+foreach (_magi2norm_knob_file IN ITEMS schedules/knobs.def schedules/runtime_knobs.def)
     file(STRINGS ${_magi2norm_source_dir}/${_magi2norm_knob_file} _magi2norm_knob_lines REGEX "^MAGI2NORM_(CPU|GPU|CPU_BACKWARD|RUNTIME)_KNOB\\(")
     foreach (line IN LISTS _magi2norm_knob_lines)
         if (NOT line MATCHES "^MAGI2NORM_(CPU|GPU|CPU_BACKWARD|RUNTIME)_KNOB\\(([a-z_]+), ([0-9]+),")
@@ -76,7 +76,6 @@ endfunction()
 set(MAGI2NORM_GENERATOR_SOURCES
     abi/backward_abi.h
     abi/kernel_abi.h
-    abi/knobs.def
     generators/cuda_rounding.h
     generators/float_codecs.h
     generators/magi2_norm_backward_generator.cpp
@@ -93,6 +92,7 @@ set(MAGI2NORM_GENERATOR_SOURCES
     schedules/gpu_row_sum.h
     schedules/gpu_schedule.cpp
     schedules/gpu_schedule.h
+    schedules/knobs.def
     schedules/knobs.h
     schedules/norm_stages.h)
 set(MAGI2NORM_VERSION_SOURCES ${MAGI2NORM_GENERATOR_SOURCES} cmake/ir_steps.py cmake/Magi2normVariants.cmake)
@@ -112,11 +112,13 @@ endfunction()
 
 # _magi2norm_sources_hash(<files> <out>): the manifest hash above of <files> (paths from the
 # source root), which become configure dependencies; checks that MAGI2NORM_GENERATOR_SOURCES
-# names every file of abi/, generators/ and schedules/ but their CMake.
+# names every file of abi/, generators/ and schedules/ but their CMake and the runtime's knobs.
 function(_magi2norm_sources_hash files out)
     get_filename_component(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR} DIRECTORY)
     file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE ${root} ${root}/abi/* ${root}/generators/* ${root}/schedules/*)
     list(FILTER present EXCLUDE REGEX "(^|/)(\\.|__pycache__/)|CMakeLists.txt$")
+    # The runtime's knobs: constants of the runtime, which no generator reads.
+    list(REMOVE_ITEM present schedules/runtime_knobs.def)
     list(REMOVE_ITEM present ${MAGI2NORM_GENERATOR_SOURCES})
     if (present)
         message(FATAL_ERROR "cmake/Magi2normVariants.cmake: MAGI2NORM_GENERATOR_SOURCES lacks ${present}")

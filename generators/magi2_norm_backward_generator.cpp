@@ -49,7 +49,7 @@ public:
     // > 0 (CPUs, one dy row a dx row): the variant for calls from memory, whose dx is written with
     // streaming stores (cmake/ir_steps.py), for dx aligned to this many bytes.
     GeneratorParam<int> cpu_streaming_alignment{"cpu_streaming_alignment", 0};
-    // The CPU tasks' and tiles' sizes (abi/knobs.def): cpu_backward_tile_elements, ...
+    // The CPU tasks' and tiles' sizes (schedules/knobs.def): cpu_backward_tile_elements, ...
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning)
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning)
 #define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_backward_##name{"cpu_backward_" #name, value};

@@ -62,7 +62,7 @@ public:
     // cmake/ir_steps.py --native-bf16 puts in: for an x86 target with avx512_zen4, the element
     // form, compiled through that step.
     GeneratorParam<bool> native_bf16{"native_bf16", false};
-    // The schedules' knobs (abi/knobs.def): cpu_vector_width, ..., gpu_unroll.
+    // The schedules' knobs (schedules/knobs.def): cpu_vector_width, ..., gpu_unroll.
 #define MAGI2NORM_CPU_KNOB(name, value, values, meaning) GeneratorParam<int> cpu_##name{"cpu_" #name, value};
 #define MAGI2NORM_GPU_KNOB(name, value, values, meaning) GeneratorParam<int> gpu_##name{"gpu_" #name, value};
 #define MAGI2NORM_CPU_BACKWARD_KNOB(name, value, values, meaning)

@@ -102,4 +102,56 @@ double CopyMeter::bytes_per_second(const CopyRun &run) {
     return 2.0 * static_cast<double>(run.bytes) * static_cast<double>(run.pairs) / seconds;
 }
 
+namespace {
+
+// One size for the ceilings at start and those measured around each case, above the size where
+// glibc's memcpy turns to streaming stores (x86_non_temporal_threshold, 192 MiB where this was
+// set): a smaller copy takes its ordinary-store path, and "of memcpy" would be a second, lower
+// copy ceiling.
+constexpr std::size_t kCeilingBytes = std::size_t{512} << 20;
+constexpr int kCeilingRuns = 3;
+
+CopyCeilings measure_ceilings(int threads, Summary summary) {
+    // Its buffers stay for the process: allocating them around every case put a gigabyte of page
+    // faults and unmapping just before the case's timed loop, and slowed the case.
+    static CopyMeter meter;
+    CopyCeilings c;
+    c.threads = std::max(1, threads);
+    c.bytes = kCeilingBytes;
+    const auto rate = [&](CopyKind kind) {
+        CopyRun run;
+        run.kind = kind;
+        run.bytes = kCeilingBytes;
+        run.threads = c.threads;
+        run.runs = kCeilingRuns;
+        run.summary = summary;
+        return meter.bytes_per_second(run);
+    };
+    c.memcpy_bps = rate(CopyKind::memcpy);
+    c.copy_bps = rate(CopyKind::ordinary_stores);
+    c.streaming_copy_bps = rate(CopyKind::streaming_stores);
+    return c;
+}
+
+}  // namespace
+
+const CopyCeilings &copy_ceilings(int threads) {
+    static const CopyCeilings measured = measure_ceilings(threads, Summary::best);
+    return measured;
+}
+
+CopyCeilings copy_ceilings_now(int threads) { return measure_ceilings(threads, Summary::mean); }
+
+double MemcpyCeilingBySize::gbps(std::size_t traffic_bytes, int repeats) {
+    if (const auto it = measured_.find(traffic_bytes); it != measured_.end()) return it->second;
+    CopyRun run;
+    run.kind = CopyKind::memcpy;
+    run.bytes = std::max<std::size_t>(traffic_bytes / 2, 64);  // a copy of N bytes reads N and writes N
+    run.pairs = std::max<std::size_t>(1, kDramFootprint / (2 * run.bytes));
+    run.threads = threads_;
+    run.runs = repeats;
+    run.summary = Summary::best;
+    return measured_[traffic_bytes] = meter_.bytes_per_second(run) / 1e9;
+}
+
 }  // namespace magi2norm::measure

@@ -23,7 +23,7 @@ tuned_build() {  # folder, records, GPU backends ON|OFF, test labels
 
 smoke=$PWD/${TUNED_BUILD_DIR:-build-tuned}-smoke
 mkdir -p "$smoke"
-rm -f "$smoke/record.json"
+rm -f "$smoke/record.json" "$smoke/record.search.json"
 "$build/tuning/magi2-tune" --budget 30 --tokens 16 --norms qk_norm --record "$smoke/record.json" --cache "$smoke/cache"
 tuned_build "$smoke" "$smoke/record.json" OFF tuning_build
 records=$PWD/$build/tests/tuning_build/records

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""A tuning record as a report: per case, the library's shipped defaults, the tuned schedule of
+"""A tuning record and its search log as a report: per case, the library's shipped defaults, the tuned schedule of
 its class, the best of Halide's autoschedulers and (with --anchor) the best schedule of the
 Adams2019 sampling run, in GB/s, beside the copy ceiling measured in the same rounds.
 
   python scripts/tune_report.py RECORD.json [--anchor ANCHOR.json] [--out DIR]
+
+RECORD.search.json, the search's log the tuner writes beside the record, must be there.
 
 Each GB/s is the case's bytes over a time; a schedule's time is its ratio to the library's variant
 (from interleaved rounds) times the library's time in the tuned schedule's rounds, so every column
@@ -11,9 +13,12 @@ of a row shares one reference. Writes DIR/report.md (printed too) and, with matp
 DIR/report.png.
 """
 import argparse
-import json
 import math
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning"))
+from tuning_record import load  # noqa: E402  (the record merged with its search log)
 
 
 def best_ratios(record, keep):
@@ -42,8 +47,8 @@ def main():
     parser.add_argument("--anchor")
     parser.add_argument("--out")
     args = parser.parse_args()
-    record = json.load(open(args.record))
-    anchor = json.load(open(args.anchor)) if args.anchor else None
+    record = load(args.record, need_log=True)
+    anchor = load(args.anchor, need_log=True) if args.anchor else None
     out = args.out or os.path.dirname(os.path.abspath(args.record))
     os.makedirs(out, exist_ok=True)
 
@@ -73,7 +78,7 @@ def main():
         cid, klass = case["id"], classes.get(case["class"])
         if klass is None:
             continue
-        tuned = by_id.get(klass["best"])
+        tuned = by_id.get(klass.get("best", ""))
         times = tuned["cases"].get(cid) if tuned else None
         reference = times or next((c["cases"][cid] for c in record["candidates"] if cid in c["cases"]), None)
         if reference is None:

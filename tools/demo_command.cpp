@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli_args.hpp"
-#include "copy_bandwidth.hpp"
+#include "copy_ceilings.hpp"
 #include "demo_cases.hpp"
 #include "demo_report.hpp"
 #include "magi2norm/magi2norm.hpp"
@@ -55,7 +55,7 @@ private:
     std::vector<std::vector<unsigned char>> inputs_, outputs_;
 };
 
-CaseResult run_case(const DemoCase &c, std::uint64_t seed, CopyBandwidth &copy) {
+CaseResult run_case(const DemoCase &c, std::uint64_t seed, measure::MemcpyCeilingBySize &copy) {
     const DemoData data = make_demo_data(c, seed);
     NormConfig config;
     config.dim = c.shape.back();
@@ -69,7 +69,7 @@ CaseResult run_case(const DemoCase &c, std::uint64_t seed, CopyBandwidth &copy) 
     // DRAM: the model's tensors are larger than the caches, and a small case timed on one buffer
     // pair was timed cache-hot against a copy from DRAM (1.5-2.8 of the copy at 64 tokens).
     CaseResult r{&c, 0, traffic_bytes(c, norm), 0, {}};
-    CallBuffers buffers(c, data, std::max<std::size_t>(1, kDramFootprint / r.bytes));
+    CallBuffers buffers(c, data, std::max<std::size_t>(1, measure::kDramFootprint / r.bytes));
     const auto round = [&] {
         for (std::size_t i = 0; i < buffers.pairs(); ++i) norm.forward(buffers.x(i), grouping, buffers.out(i));
     };
@@ -93,7 +93,7 @@ int run_demo(const std::vector<std::string> &args) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
     if (!json) print_table_header(tokens, threads);
-    CopyBandwidth copy(threads);
+    measure::MemcpyCeilingBySize copy(threads);
     bool all_pass = true;
     std::uint64_t seed = 1;
     for (const DemoCase &c : model_cases(tokens)) {

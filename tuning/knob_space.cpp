@@ -15,7 +15,7 @@ std::vector<Knob> make_knobs() {
     all.push_back({Scope::cpu_backward, "cpu_backward_" #name, value, MAGI2NORM_VALUES values, meaning});
 #define MAGI2NORM_RUNTIME_KNOB(name, value, values, meaning) all.push_back({Scope::runtime, #name, value, MAGI2NORM_VALUES values, meaning});
 #include "knobs.def"
-#include "magi2norm/thresholds.def"
+#include "runtime_knobs.def"
     return all;
 }
 #undef MAGI2NORM_VALUES
@@ -31,7 +31,7 @@ const Knob &knob(const std::string &name) {
     for (const Knob &k : knobs()) {
         if (k.name == name) return k;
     }
-    throw std::invalid_argument("no knob named " + name + " in abi/knobs.def or thresholds.def");
+    throw std::invalid_argument("no knob named " + name + " in schedules/knobs.def or runtime_knobs.def");
 }
 
 Config default_config(Scope scope) {

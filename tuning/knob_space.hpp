@@ -1,6 +1,6 @@
-// The search space: every knob of abi/knobs.def and every runtime threshold of
-// runtime/internal/magi2norm/thresholds.def, with its default and legal values, read
-// from that file's one declaration; and a configuration, a value for each knob.
+// The search space: every knob of schedules/knobs.def and every runtime knob of
+// schedules/runtime_knobs.def, with its default and legal values, read
+// from their one declaration; and a configuration, a value for each knob.
 #pragma once
 
 #include <cstdint>

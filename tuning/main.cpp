@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -99,16 +100,42 @@ bool run_confirmation(const std::string &record, const std::string &cache, doubl
     std::exit(2);
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    SearchOptions options;
+struct Flags {
+    SearchOptions search;
     std::string record_path = "tuning.json", cache = "tuning-cache", report;
     std::vector<std::int64_t> tokens = {16, 256, 4096, 32768};
-    std::vector<std::string> norms, passes;
+    std::vector<std::string> norms;
+    bool forward = false, backward = false;
     int jobs = 0, capability = 86, random_per_class = 8;
-    bool select = false;
-    bool batch_only = false;
+    bool select = false, batch_only = false;
+};
+
+magi2norm::Backend backend_of(const std::string &name) {
+    if (name == "cpu") return magi2norm::Backend::cpu;
+    if (name == "opencl") return magi2norm::Backend::opencl;
+    if (name == "cuda") return magi2norm::Backend::cuda;
+    usage("--backend is cpu, opencl or cuda");
+}
+
+// The passes to tune: both on the CPU by default, the forward only on GPUs and in the anchor.
+void take_passes(Flags &f, std::vector<std::string> passes) {
+    const bool cpu = f.search.backend == magi2norm::Backend::cpu;
+    if (passes.empty()) {
+        passes = {"forward"};
+        if (cpu && f.search.strategy != "adams2019-sampling") passes.push_back("backward");
+    }
+    for (const std::string &p : passes) {
+        if (p == "forward") f.forward = true;
+        else if (p == "backward") f.backward = true;
+        else usage("--passes is forward, backward or both, not " + p);
+    }
+    if (f.backward && !cpu) usage("--passes backward: the backward is tuned on CPUs only");
+    if (f.backward && f.search.strategy == "adams2019-sampling") usage("--passes backward: the anchor strategy schedules the forward only");
+}
+
+Flags parse(int argc, char **argv) {
+    Flags f;
+    std::vector<std::string> passes;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const auto value = [&]() -> std::string {
@@ -117,120 +144,143 @@ int main(int argc, char **argv) {
         };
         if (a == "--help" || a == "-h") {
             std::fputs(kHelp, stdout);
-            return 0;
+            std::exit(0);
         }
-        if (a == "--budget") options.budget_seconds = std::stod(value());
-        else if (a == "--seed") options.seed = std::stoull(value());
-        else if (a == "--record") record_path = value();
-        else if (a == "--cache") cache = value();
-        else if (a == "--tokens") tokens = numbers(value());
-        else if (a == "--norms") norms = words(value());
+        if (a == "--budget") f.search.budget_seconds = std::stod(value());
+        else if (a == "--seed") f.search.seed = std::stoull(value());
+        else if (a == "--record") f.record_path = value();
+        else if (a == "--cache") f.cache = value();
+        else if (a == "--tokens") f.tokens = numbers(value());
+        else if (a == "--norms") f.norms = words(value());
         else if (a == "--passes") passes = words(value());
-        else if (a == "--strategy") options.strategy = value();
-        else if (a == "--rounds") options.rounds = std::stoi(value());
-        else if (a == "--jobs") jobs = std::stoi(value());
-        else if (a == "--report") report = value();
-        else if (a == "--capability") capability = std::stoi(value());
-        else if (a == "--random") random_per_class = std::stoi(value());
-        else if (a == "--select") select = true;
-        else if (a == "--batch-only") batch_only = true;
-        else if (a == "--backend") {
-            const std::string b = value();
-            if (b == "cpu") options.backend = magi2norm::Backend::cpu;
-            else if (b == "opencl") options.backend = magi2norm::Backend::opencl;
-            else if (b == "cuda") options.backend = magi2norm::Backend::cuda;
-            else usage("--backend is cpu, opencl or cuda");
-        } else usage("unknown argument " + a);
+        else if (a == "--strategy") f.search.strategy = value();
+        else if (a == "--rounds") f.search.rounds = std::stoi(value());
+        else if (a == "--jobs") f.jobs = std::stoi(value());
+        else if (a == "--report") f.report = value();
+        else if (a == "--capability") f.capability = std::stoi(value());
+        else if (a == "--random") f.random_per_class = std::stoi(value());
+        else if (a == "--select") f.select = true;
+        else if (a == "--batch-only") f.batch_only = true;
+        else if (a == "--backend") f.search.backend = backend_of(value());
+        else usage("unknown argument " + a);
     }
-    if (options.strategy != "coordinate" && options.strategy != "knobs" && options.strategy != "adams2019-sampling") usage("unknown --strategy " + options.strategy);
-    options.record_path = record_path;
-    if (batch_only && options.backend == magi2norm::Backend::cpu) usage("--batch-only is for GPU backends");
-    const bool cpu = options.backend == magi2norm::Backend::cpu;
-    if (passes.empty()) {
-        passes = {"forward"};
-        if (cpu && options.strategy != "adams2019-sampling") passes.push_back("backward");
-    }
-    bool forward = false, backward = false;
-    for (const std::string &p : passes) {
-        if (p == "forward") forward = true;
-        else if (p == "backward") backward = true;
-        else usage("--passes is forward, backward or both, not " + p);
-    }
-    if (backward && !cpu) usage("--passes backward: the backward is tuned on CPUs only");
-    if (backward && options.strategy == "adams2019-sampling") usage("--passes backward: the anchor strategy schedules the forward only");
+    const std::string &strategy = f.search.strategy;
+    if (strategy != "coordinate" && strategy != "knobs" && strategy != "adams2019-sampling") usage("unknown --strategy " + strategy);
+    f.search.record_path = f.record_path;
+    if (f.batch_only && f.search.backend == magi2norm::Backend::cpu) usage("--batch-only is for GPU backends");
+    take_passes(f, passes);
+    return f;
+}
 
-    const Machine machine = this_machine();
-    if (select) {
-        auto found = load(record_path);
-        if (!found) usage("no record at " + record_path);
-        select_classes(*found);
-        save(*found, record_path);
-        std::printf("record: %s (%zu classes)\n", record_path.c_str(), found->classes.size());
-        return 0;
+// The record to resume (it must be of this machine, generator and backend), or a new one with
+// the runtime knobs' defaults; empty when the one there is another's.
+std::optional<Record> open_record(const Flags &f, const Machine &machine) {
+    if (auto found = load(f.record_path)) {
+        const std::string other_machine = machine_difference(found->machine, machine);
+        if (found->generator_version != MAGI2NORM_GENERATOR_VERSION || !other_machine.empty() ||
+            found->backend != magi2norm::backend_name(f.search.backend)) {
+            std::fprintf(stderr, "magi2-tune: %s was made for another machine, generator or backend (%s; backend %s); name a new --record\n",
+                         f.record_path.c_str(), other_machine.empty() ? "generator_version differs" : other_machine.c_str(),
+                         found->backend.c_str());
+            return std::nullopt;
+        }
+        std::printf("resuming %s: %zu schedules measured\n", f.record_path.c_str(), found->measured.size());
+        return found;
     }
     Record record;
-    if (auto found = load(record_path)) {
-        record = *found;
-        const std::string other_machine = machine_difference(record.machine, machine);
-        if (record.generator_version != MAGI2NORM_GENERATOR_VERSION || !other_machine.empty() ||
-            record.backend != magi2norm::backend_name(options.backend)) {
-            std::fprintf(stderr, "magi2-tune: %s was made for another machine, generator or backend (%s; backend %s); name a new --record\n",
-                         record_path.c_str(), other_machine.empty() ? "generator_version differs" : other_machine.c_str(),
-                         record.backend.c_str());
-            return 1;
-        }
-        std::printf("resuming %s: %zu schedules measured\n", record_path.c_str(), record.measured.size());
-    } else {
-        record.generator_version = MAGI2NORM_GENERATOR_VERSION;
-        record.backend = magi2norm::backend_name(options.backend);
-        record.machine = machine;
-        record.seed = options.seed;
-        for (const Knob &k : knobs()) {
-            if (k.scope == Scope::runtime) record.runtime[k.name] = k.default_value;
-        }
+    record.generator_version = MAGI2NORM_GENERATOR_VERSION;
+    record.backend = magi2norm::backend_name(f.search.backend);
+    record.machine = machine;
+    record.seed = f.search.seed;
+    for (const Knob &k : knobs()) {
+        if (k.scope == Scope::runtime) record.runtime[k.name] = k.default_value;
     }
-    record.budget_seconds = options.budget_seconds;
-    for (const TuneCase &c : model_cases(tokens, backward)) {
-        if (!norms.empty() && std::find(norms.begin(), norms.end(), c.norm) == norms.end()) continue;
-        if (!c.backward && !forward) continue;
+    return record;
+}
+
+// The model's cases the flags name, those the record does not hold yet appended.
+void add_cases(Record &record, const Flags &f) {
+    for (const TuneCase &c : model_cases(f.tokens, f.backward)) {
+        if (!f.norms.empty() && std::find(f.norms.begin(), f.norms.end(), c.norm) == f.norms.end()) continue;
+        if (!c.backward && !f.forward) continue;
         bool known = false;
         for (const TuneCase &k : record.cases) known = known || k.id == c.id;
         if (!known) record.cases.push_back(c);
     }
+}
+
+void print_start(const Record &record, const Flags &f, const Machine &machine) {
     std::printf("magi2-tune: %zu cases, budget %.0f s, %s on %s (%s family %d model %d stepping %d, %s, %d cores, %d threads, "
                 "L2 %lld KiB, L3 %lld MiB), strategy %s, seed %llu\n",
-                record.cases.size(), options.budget_seconds, record.backend.c_str(), machine.cpu.c_str(), machine.vendor.c_str(),
+                record.cases.size(), f.search.budget_seconds, record.backend.c_str(), machine.cpu.c_str(), machine.vendor.c_str(),
                 machine.family, machine.model, machine.stepping, machine.isa.c_str(), machine.cores, machine.threads,
-                static_cast<long long>(machine.l2 >> 10), static_cast<long long>(machine.l3 >> 20), options.strategy.c_str(),
-                static_cast<unsigned long long>(options.seed));
-    Compiler compiler(cache, jobs > 0 ? jobs : machine.threads);
-    if (options.backend == magi2norm::Backend::cpu) {
-        const bool confirm = options.strategy != "adams2019-sampling";
-        if (confirm) options.reserve_seconds = options.budget_seconds * kConfirmShare;
-        Search(options, compiler, record).run();
-        if (confirm) {
-            save(record, record_path);
-            if (!run_confirmation(record_path, cache, options.reserve_seconds)) return 1;
-            record = *load(record_path);
-        }
-    } else {
-        record.machine.compute_capability = options.backend == magi2norm::Backend::cuda ? capability : 0;
-        prepare_batch(record, compiler, options.backend, random_per_class);
-        if (options.backend == magi2norm::Backend::cuda || batch_only) {
-            save(record, record_path);
-            std::printf("made the candidates; on the GPU machine: magi2-tune-measure --record %s --cache %s --backend %s\n"
-                        "then here: magi2-tune --select --record %s\n", record_path.c_str(), cache.c_str(),
-                        magi2norm::backend_name(options.backend), record_path.c_str());
-            return 0;
-        }
-        measure_pending(record, compiler, options.backend, options.rounds);
-        select_classes(record);
+                static_cast<long long>(machine.l2 >> 10), static_cast<long long>(machine.l3 >> 20), f.search.strategy.c_str(),
+                static_cast<unsigned long long>(f.search.seed));
+}
+
+// The search, then (but for the anchor) the confirmation of its picks in a process of its own.
+bool tune_cpu(Record &record, Flags f, Compiler &compiler) {
+    const bool confirm = f.search.strategy != "adams2019-sampling";
+    if (confirm) f.search.reserve_seconds = f.search.budget_seconds * kConfirmShare;
+    Search(f.search, compiler, record).run();
+    if (!confirm) return true;
+    save(record, f.record_path);
+    if (!run_confirmation(f.record_path, f.cache, f.search.reserve_seconds)) return false;
+    record = *load(f.record_path);
+    return true;
+}
+
+// The batch path: the candidates made here, then timed and selected here (OpenCL), or left for
+// magi2-tune-measure on the GPU machine (CUDA, --batch-only). Whether the search is done.
+bool tune_gpu(Record &record, const Flags &f, Compiler &compiler) {
+    const magi2norm::Backend backend = f.search.backend;
+    record.machine.compute_capability = backend == magi2norm::Backend::cuda ? f.capability : 0;
+    prepare_batch(record, compiler, backend, f.random_per_class);
+    if (backend == magi2norm::Backend::cuda || f.batch_only) {
+        save(record, f.record_path);
+        std::printf("made the candidates; on the GPU machine: magi2-tune-measure --record %s --cache %s --backend %s\n"
+                    "then here: magi2-tune --select --record %s\n", f.record_path.c_str(), f.cache.c_str(),
+                    magi2norm::backend_name(backend), f.record_path.c_str());
+        return false;
     }
-    save(record, record_path);
-    std::printf("record: %s\n", record_path.c_str());
-    if (!report.empty()) {
-        const std::string cmd = std::string(MAGI2NORM_PYTHON) + " " + MAGI2NORM_TUNE_REPORT_PY + " '" + record_path + "' --out '" + report + "'";
-        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "magi2-tune: the report failed (%s)\n", cmd.c_str());
+    measure_pending(record, compiler, backend, f.search.rounds);
+    select_classes(record);
+    return true;
+}
+
+void write_report(const Flags &f) {
+    if (f.report.empty()) return;
+    const std::string cmd = std::string(MAGI2NORM_PYTHON) + " " + MAGI2NORM_TUNE_REPORT_PY + " '" + f.record_path + "' --out '" + f.report + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "magi2-tune: the report failed (%s)\n", cmd.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const Flags f = parse(argc, argv);
+    if (f.select) {
+        auto found = load(f.record_path);
+        if (!found) usage("no record at " + f.record_path);
+        select_classes(*found);
+        save(*found, f.record_path);
+        std::printf("record: %s (%zu classes)\n", f.record_path.c_str(), found->classes.size());
+        return 0;
     }
+    const Machine machine = this_machine();
+    std::optional<Record> opened = open_record(f, machine);
+    if (!opened) return 1;
+    Record &record = *opened;
+    record.budget_seconds = f.search.budget_seconds;
+    add_cases(record, f);
+    print_start(record, f, machine);
+    Compiler compiler(f.cache, f.jobs > 0 ? f.jobs : machine.threads);
+    if (f.search.backend == magi2norm::Backend::cpu) {
+        if (!tune_cpu(record, f, compiler)) return 1;
+    } else if (!tune_gpu(record, f, compiler)) {
+        return 0;
+    }
+    save(record, f.record_path);
+    std::printf("record: %s\n", f.record_path.c_str());
+    write_report(f);
     return 0;
 }

@@ -1,6 +1,7 @@
-// The tuning record: every measured schedule with its times on every case it ran, the best per
-// shape class, and the keys a build checks it against (docs/tuning_record.md describes the
-// file). A run resumes from its record: what was measured is not measured again.
+// The tuning record: the keys a build checks it against, the runtime knobs, and each shape
+// class's pick with its confirmation (docs/tuning_record.md describes the file). Beside it, the
+// search's log (search_log_path) holds every measured schedule with its times on every case it
+// ran; a run resumes from both: what was measured is not measured again.
 #pragma once
 
 #include <map>
@@ -89,18 +90,23 @@ struct Record {
     std::uint64_t seed = 1;
     double budget_seconds = 0;
     std::map<std::string, std::int64_t> runtime;  // runtime knobs
-    std::vector<RuntimeTimes> runtime_times;
     std::vector<std::string> notes;               // what the search left alone, and why
+    std::vector<ClassResult> classes;             // their score, noise and spend: in the log
+    // The search's log.
     std::vector<TuneCase> cases;
+    std::vector<RuntimeTimes> runtime_times;
     std::vector<Measured> measured;
-    std::vector<ClassResult> classes;
 
     // What was measured of `schedule` on a class's cases, by any strategy; null when nothing was.
     const Measured *find(const std::string &class_name, const Schedule &schedule) const;
 };
 
+// `path` with its ".json" replaced by ".search.json": the log the tuner and its report read.
+std::string search_log_path(const std::string &record_path);
+
+// Writes the record to `path` and the search's log beside it.
 void save(const Record &record, const std::string &path);
-// Empty when `path` does not exist; throws when it is not a record of this format (a record of
+// The record and, where it is beside it, the search's log. Empty when `path` does not exist; throws when it is not a record of this format (a record of
 // format magi2norm-tuning/1, from before the machine keys and the confirmation, included).
 std::optional<Record> load(const std::string &path);
 

@@ -1,22 +1,17 @@
 #include "search.hpp"
 
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "batch.hpp"
 #include "bench.hpp"
-#include "strategy.hpp"
+#include "candidate_check.hpp"
 
 namespace magi2norm::tuning {
 
@@ -122,24 +117,35 @@ const ClassResult *neighbour(const Record &record, const ShapeClass &klass) {
 
 }  // namespace
 
-// What a class's tuning keeps while it runs: the benches of its cases (buffers filled once), the
-// library's variant and output on each, and the kernels of every schedule compiled so far.
+// What a class's visit keeps while it runs: the benches of its cases (buffers filled once), the
+// library's variant and output on each, the kernels of every schedule compiled so far, and the
+// class's result so far (an earlier visit's, or a resumed run's), whose spend the visit adds to.
 struct Search::ClassRun {
     const ShapeClass &klass;
-    std::vector<const TuneCase *> cases;
-    std::vector<std::unique_ptr<CaseBench>> benches;
+    ClassCases cases;
     std::vector<const detail::KernelEntry *> library;
-    std::vector<std::vector<unsigned char>> expected;
+    std::string target;
     std::map<std::string, std::vector<detail::KernelEntry>> kernels;  // schedule key -> one per case
     std::map<std::string, std::string> errors;                        // schedule key -> why it failed to build
     std::map<std::string, std::vector<std::string>> names;            // schedule key -> its variant's name per case
+    ClassResult result;
+    double start = 0;
     double deadline = 0;
     int fresh = 0;        // knob schedules measured in this visit
     int minimum = 0;      // knob schedules the visit measures however short its share
     int evaluations = 0;  // evaluate calls in this visit
+    double incumbent_score = 1;  // the incumbent's score (the default's: 1)
     // Whether the visit goes on: its share lasts, or it has not yet measured its minimum (given
     // a few more tries, in case every schedule it meets was measured before).
     bool time_left() const { return now() < deadline || (fresh < minimum && evaluations < 4 * minimum); }
+    const TuneCase &shape() const { return *cases.cases.front(); }
+};
+
+// A schedule's verdict in one evaluation.
+struct Search::Evaluated {
+    const Measured *measured;
+    double vs_incumbent;   // its time over the incumbent's in the same rounds (NaN when rejected)
+    bool worse_somewhere;  // slower than the library's variant on a case by more than the noise
 };
 
 namespace {
@@ -147,6 +153,23 @@ namespace {
 std::string schedule_key(const Schedule &s) {
     return s.kind + "|" + describe(s.config) + "|" + std::to_string(s.estimate_tokens) + "x" + std::to_string(s.estimate_rows) +
            "x" + std::to_string(s.estimate_dim) + "|" + std::to_string(s.dropout_seed);
+}
+
+// An autoscheduler's schedule at a case's own sizes.
+Schedule autoscheduled(const char *kind, const TuneCase &shape, int dropout_seed = 0) {
+    Schedule s;
+    s.kind = kind;
+    s.estimate_tokens = shape.tokens();
+    s.estimate_rows = shape.rows_per_token();
+    s.estimate_dim = shape.dim();
+    s.dropout_seed = dropout_seed;
+    return s;
+}
+
+Schedule knob_schedule(const Config &c) {
+    Schedule s;
+    s.config = c;
+    return s;
 }
 
 }  // namespace
@@ -249,293 +272,202 @@ void Search::tune_runtime(double deadline) {
 }
 
 ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds, int visit) {
-    const double visit_start = now();
-    ClassRun run{klass, cases};
+    ClassRun run{klass};
+    run.start = now();
     run.minimum = visit == 0 ? kMinCandidates : 0;
+    run.cases.cases = cases;
     for (const TuneCase *c : cases) {
-        run.benches.push_back(std::make_unique<CaseBench>(*c, klass, record_.machine, options_.backend));
-        run.library.push_back(&run.benches.back()->library_kernel());
-        run.expected.push_back(run.benches.back()->output(nullptr));
+        run.cases.benches.push_back(std::make_unique<CaseBench>(*c, klass, record_.machine, options_.backend));
+        run.library.push_back(&run.cases.benches.back()->library_kernel());
+        run.cases.expected.push_back(run.cases.benches.back()->output(nullptr));
     }
     run.deadline = now() + seconds;
-    const std::string target = target_for(options_.backend, record_.machine);
-    const TuneCase &shape = *cases.front();
-
-    // Makes (or finds in the compiler's cache) the kernels of `schedules` for every case.
-    const auto build = [&](const std::vector<Schedule> &schedules) {
-        std::vector<VariantRequest> requests;
-        std::vector<std::pair<std::string, std::size_t>> slots;  // schedule key, case index
-        for (const Schedule &s : schedules) {
-            const std::string key = schedule_key(s);
-            if (run.kernels.count(key) || run.errors.count(key)) continue;
-            for (std::size_t i = 0; i < cases.size(); ++i) {
-                requests.push_back(request_for(s, *run.library[i], target));
-                slots.emplace_back(key, i);
-            }
-        }
-        const std::vector<Variant> made = compiler_.make(requests);
-        std::map<std::string, double> seconds;
-        for (std::size_t k = 0; k < made.size(); ++k) {
-            const std::string &key = slots[k].first;
-            seconds[key] += made[k].compile_seconds;
-            if (!made[k].error.empty()) run.errors[key] = made[k].error;
-            auto &list = run.kernels[key];
-            list.resize(cases.size());
-            list[slots[k].second] = made[k].entry;
-            auto &names = run.names[key];
-            names.resize(cases.size());
-            names[slots[k].second] = made[k].name;
-        }
-        for (const auto &[key, error] : run.errors) run.kernels.erase(key);
-        return seconds;
-    };
-
-    // Runs `kernels` on every case in a child process (one thread, the parent's buffers); "ok"
-    // when every output has the library's bits.
-    const auto check = [&](const std::vector<detail::KernelEntry> &kernels) -> std::string {
-        if (options_.backend != Backend::cpu) {
-            // A GPU driver's threads do not survive a fork: checked here (a fault ends the run).
-            try {
-                for (std::size_t i = 0; i < cases.size(); ++i) {
-                    if (run.benches[i]->output(&kernels[i]) != run.expected[i]) {
-                        return "rejected: its output on " + cases[i]->id + " differs from the library's";
-                    }
-                }
-                return "ok";
-            } catch (const std::exception &e) {
-                return std::string("rejected: ") + e.what();
-            }
-        }
-        int pipe_fd[2];
-        if (pipe(pipe_fd) != 0) return "rejected: cannot check (no pipe)";
-        std::fflush(nullptr);
-        const pid_t pid = fork();
-        if (pid == 0) {
-            close(pipe_fd[0]);
-            std::string verdict = "ok";
-            try {
-                // One thread, through a host loop: Halide's pool (and halide_set_num_threads) takes
-                // a mutex that one of the parent's workers may have held at the fork.
-                set_parallel_for([](void *, int count, void (*task)(void *, int), void *task_context) {
-                    for (int i = 0; i < count; ++i) task(task_context, i);
-                });
-                for (std::size_t i = 0; i < cases.size() && verdict == "ok"; ++i) {
-                    if (run.benches[i]->output(&kernels[i]) != run.expected[i]) {
-                        verdict = "rejected: its output on " + cases[i]->id + " differs from the library's";
-                    }
-                }
-            } catch (const std::exception &e) {
-                verdict = std::string("rejected: ") + e.what();
-            }
-            if (write(pipe_fd[1], verdict.data(), verdict.size()) < 0) _exit(3);
-            _exit(0);
-        }
-        close(pipe_fd[1]);
-        std::string verdict;
-        char buffer[512];
-        // A check that hangs (a candidate that never ends) is ended after two minutes.
-        bool timed_out = false;
-        for (;;) {
-            pollfd ready{pipe_fd[0], POLLIN, 0};
-            if (poll(&ready, 1, 120000) <= 0) {
-                timed_out = true;
-                kill(pid, SIGKILL);
-                break;
-            }
-            const ssize_t n = read(pipe_fd[0], buffer, sizeof buffer);
-            if (n <= 0) break;
-            verdict.append(buffer, static_cast<std::size_t>(n));
-        }
-        close(pipe_fd[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
-        if (timed_out) return "rejected: its check did not end within 120 s";
-        if (WIFSIGNALED(status)) return "rejected: it faulted (signal " + std::to_string(WTERMSIG(status)) + ")";
-        return verdict.empty() ? "rejected: the check ended without a verdict" : verdict;
-    };
-
-    // Measures `schedules` (built first, together) against the library's variant and
-    // `incumbent` in the same rounds. Returns, per schedule, its record entry and its score
-    // relative to the incumbent's in those rounds (NaN when rejected).
-    struct Evaluated {
-        const Measured *measured;
-        double vs_incumbent;
-        bool worse_somewhere;  // slower than the library's variant on a case by more than the noise
-    };
-    const auto evaluate = [&](const std::vector<Schedule> &schedules, const Schedule *incumbent, double incumbent_score,
-                              const std::string &strategy) -> std::vector<Evaluated> {
-        std::vector<Schedule> to_build(schedules);
-        if (incumbent) to_build.push_back(*incumbent);
-        ++run.evaluations;
-        const auto seconds = build(to_build);
-        std::vector<Evaluated> results;
-        for (const Schedule &s : schedules) {
-            const std::string key = schedule_key(s);
-            if (!results.empty() && !run.time_left()) break;
-            // Measured by an earlier run: its ratios to the library's variant stand.
-            if (const Measured *known = record_.find(klass.name, s)) {
-                bool worse = false;
-                for (const auto &[id, t] : known->cases) worse = worse || t.ratio() > 1 + std::max(t.noise, 0.01);
-                results.push_back({known, known->status == "ok" ? known->score() / incumbent_score : NAN, worse});
-                continue;
-            }
-            Measured m;
-            m.id = klass.name + "#" + std::to_string(std::count_if(record_.measured.begin(), record_.measured.end(),
-                                                                   [&](const Measured &x) { return x.class_name == klass.name; }));
-            m.class_name = klass.name;
-            m.strategy = strategy;
-            m.schedule = s;
-            m.compile_seconds = seconds.count(key) ? seconds.at(key) : 0;
-            if (run.errors.count(key)) {
-                m.status = "rejected: " + run.errors.at(key);
-            } else {
-                m.status = check(run.kernels.at(key));
-            }
-            double vs_incumbent = NAN;
-            bool worse = false;
-            if (!s.autoscheduled()) ++run.fresh;
-            if (m.status == "ok" && options_.backend == Backend::cpu) {
-                // The confirmation (another process) loads the pick from the cache by these names.
-                for (std::size_t i = 0; i < cases.size(); ++i) m.variants[cases[i]->id] = run.names.at(key)[i];
-            }
-            if (m.status == "ok") {
-                const bool has_incumbent = incumbent && run.kernels.count(schedule_key(*incumbent));
-                double log_sum = 0;
-                for (std::size_t i = 0; i < cases.size(); ++i) {
-                    std::vector<const detail::KernelEntry *> ks = {nullptr, nullptr, &run.kernels.at(key)[i]};
-                    if (has_incumbent) ks.push_back(&run.kernels.at(schedule_key(*incumbent))[i]);
-                    const CaseBench::Times t = run.benches[i]->measure(ks, options_.rounds, true, true);
-                    const CaseTimes c = case_times(t);
-                    const double inc_s = has_incumbent ? median(t.kernels[3]) : c.library_s;
-                    log_sum += std::log(c.schedule_s / inc_s);
-                    worse = worse || c.ratio() > 1 + std::max(c.noise, 0.01);
-                    m.cases[cases[i]->id] = c;
-                }
-                vs_incumbent = std::exp(log_sum / static_cast<double>(cases.size()));
-            }
-            record_.measured.push_back(m);
-            results.push_back({&record_.measured.back(), vs_incumbent, worse});
-            std::printf("  %-26s %-44s %s\n", klass.name.c_str(), s.describe().c_str(),
-                        m.status == "ok" ? (std::to_string(m.score()).substr(0, 5) + " of the library's time").c_str()
-                                         : m.status.substr(0, 90).c_str());
-            std::fflush(stdout);
-        }
-        return results;
-    };
+    run.target = target_for(options_.backend, record_.machine);
+    run.result.klass = klass;
+    for (const ClassResult &c : record_.classes) {
+        if (c.klass.name == klass.name) run.result = c;
+    }
+    run.result.klass = klass;
     // record_.measured grows while pointers into it are held: keep room.
     record_.measured.reserve(record_.measured.size() + 4096);
 
-    // The class's result so far (an earlier visit's, or a resumed run's), whose spend this visit adds to.
-    ClassResult result;
-    result.klass = klass;
-    for (const ClassResult &c : record_.classes) {
-        if (c.klass.name == klass.name) result = c;
-    }
-    result.klass = klass;
-    const Config defaults = default_config(knob_scope(klass, options_.backend != Backend::cpu));
-    const auto finish = [&](ClassProgress progress) {
-        result.spend.candidates = static_cast<int>(std::count_if(record_.measured.begin(), record_.measured.end(),
-                                                                 [&](const Measured &m) { return m.class_name == klass.name; }));
-        result.spend.seconds += now() - visit_start;
-        result.spend.visits += 1;
-        keep_class_result(record_, result);
-        return progress;
-    };
-
     if (options_.strategy == "adams2019-sampling") {
         for (int seed = 0; seed == 0 || now() < run.deadline; ++seed) {  // Adams2019 itself at least
-            Schedule s;
-            s.kind = "adams2019";
-            s.estimate_tokens = shape.tokens();
-            s.estimate_rows = shape.rows_per_token();
-            s.estimate_dim = shape.dim();
-            s.dropout_seed = seed;
-            evaluate({s}, nullptr, 1, options_.strategy);
+            evaluate(run, {autoscheduled("adams2019", run.shape(), seed)}, nullptr, options_.strategy);
         }
-        result.spend.start = "adams2019";
-        return finish({});
+        run.result.spend.start = "adams2019";
+        return finish_class(run, {});
     }
-
     // Halide's autoschedulers, each at the class's own estimates, on the first visit (the
     // forward's: the backward's generator declares no estimates).
     if (visit == 0 && options_.backend == Backend::cpu && options_.strategy == "coordinate" && !klass.backward) {
-        std::vector<Schedule> autos;
-        for (const char *kind : {"adams2019", "li2018", "mullapudi2016"}) {
-            Schedule s;
-            s.kind = kind;
-            s.estimate_tokens = shape.tokens();
-            s.estimate_rows = shape.rows_per_token();
-            s.estimate_dim = shape.dim();
-            autos.push_back(s);
-        }
-        evaluate(autos, nullptr, 1, "autoschedulers");
+        evaluate(run, {autoscheduled("adams2019", run.shape()), autoscheduled("li2018", run.shape()),
+                       autoscheduled("mullapudi2016", run.shape())},
+                 nullptr, "autoschedulers");
     }
-
     // Coordinate descent, then seeded restarts (strategy.hpp).
+    const StrategyCalls calls = strategy_calls(run);
+    Outcome start_outcome;
+    const std::optional<Config> start = descent_start(run, calls, start_outcome);
+    const std::uint64_t seed = options_.seed ^ std::hash<std::string>{}(klass.name) ^ (static_cast<std::uint64_t>(visit) << 32);
+    const Config defaults = default_config(knob_scope(klass, options_.backend != Backend::cpu));
+    const StrategyResult found = coordinate_search(start.value_or(defaults), calls, seed, start ? &start_outcome : nullptr);
+    keep_pick(run.result, found);
+    return finish_class(run, progress_of(run, found));
+}
+
+std::map<std::string, double> Search::build(ClassRun &run, const std::vector<Schedule> &schedules) {
+    const std::size_t n = run.cases.cases.size();
+    std::vector<VariantRequest> requests;
+    std::vector<std::pair<std::string, std::size_t>> slots;  // schedule key, case index
+    for (const Schedule &s : schedules) {
+        const std::string key = schedule_key(s);
+        if (run.kernels.count(key) || run.errors.count(key)) continue;
+        for (std::size_t i = 0; i < n; ++i) {
+            requests.push_back(request_for(s, *run.library[i], run.target));
+            slots.emplace_back(key, i);
+        }
+    }
+    const std::vector<Variant> made = compiler_.make(requests);
+    std::map<std::string, double> seconds;
+    for (std::size_t k = 0; k < made.size(); ++k) {
+        const auto &[key, i] = slots[k];
+        seconds[key] += made[k].compile_seconds;
+        if (!made[k].error.empty()) run.errors[key] = made[k].error;
+        run.kernels[key].resize(n);
+        run.kernels[key][i] = made[k].entry;
+        run.names[key].resize(n);
+        run.names[key][i] = made[k].name;
+    }
+    for (const auto &[key, error] : run.errors) run.kernels.erase(key);
+    return seconds;
+}
+
+std::vector<Search::Evaluated> Search::evaluate(ClassRun &run, const std::vector<Schedule> &schedules, const Schedule *incumbent,
+                                                const std::string &strategy) {
+    std::vector<Schedule> to_build(schedules);
+    if (incumbent) to_build.push_back(*incumbent);
+    ++run.evaluations;
+    const auto seconds = build(run, to_build);
+    std::vector<Evaluated> results;
+    for (const Schedule &s : schedules) {
+        if (!results.empty() && !run.time_left()) break;
+        // Measured by an earlier run: its ratios to the library's variant stand.
+        if (const Measured *known = record_.find(run.klass.name, s)) {
+            bool worse = false;
+            for (const auto &[id, t] : known->cases) worse = worse || t.ratio() > 1 + std::max(t.noise, 0.01);
+            results.push_back({known, known->status == "ok" ? known->score() / run.incumbent_score : NAN, worse});
+            continue;
+        }
+        const std::string key = schedule_key(s);
+        results.push_back(measure_new(run, s, incumbent, seconds.count(key) ? seconds.at(key) : 0, strategy));
+        const Measured &m = *results.back().measured;
+        std::printf("  %-26s %-44s %s\n", run.klass.name.c_str(), s.describe().c_str(),
+                    m.status == "ok" ? (std::to_string(m.score()).substr(0, 5) + " of the library's time").c_str()
+                                     : m.status.substr(0, 90).c_str());
+        std::fflush(stdout);
+    }
+    return results;
+}
+
+Search::Evaluated Search::measure_new(ClassRun &run, const Schedule &s, const Schedule *incumbent, double compile_seconds,
+                                      const std::string &strategy) {
+    const std::string key = schedule_key(s);
+    const std::vector<const TuneCase *> &cases = run.cases.cases;
+    Measured m;
+    m.id = run.klass.name + "#" + std::to_string(std::count_if(record_.measured.begin(), record_.measured.end(),
+                                                               [&](const Measured &x) { return x.class_name == run.klass.name; }));
+    m.class_name = run.klass.name;
+    m.strategy = strategy;
+    m.schedule = s;
+    m.compile_seconds = compile_seconds;
+    m.status = run.errors.count(key) ? "rejected: " + run.errors.at(key) : check_candidate(run.cases, run.kernels.at(key), options_.backend);
+    if (!s.autoscheduled()) ++run.fresh;
+    double vs_incumbent = NAN;
+    bool worse = false;
+    if (m.status == "ok") {
+        // The confirmation (another process) loads the pick from the cache by these names.
+        if (options_.backend == Backend::cpu) {
+            for (std::size_t i = 0; i < cases.size(); ++i) m.variants[cases[i]->id] = run.names.at(key)[i];
+        }
+        const bool has_incumbent = incumbent && run.kernels.count(schedule_key(*incumbent));
+        double log_sum = 0;
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            std::vector<const detail::KernelEntry *> ks = {nullptr, nullptr, &run.kernels.at(key)[i]};
+            if (has_incumbent) ks.push_back(&run.kernels.at(schedule_key(*incumbent))[i]);
+            const CaseBench::Times t = run.cases.benches[i]->measure(ks, options_.rounds, true, true);
+            const CaseTimes c = case_times(t);
+            const double inc_s = has_incumbent ? median(t.kernels[3]) : c.library_s;
+            log_sum += std::log(c.schedule_s / inc_s);
+            worse = worse || c.ratio() > 1 + std::max(c.noise, 0.01);
+            m.cases[cases[i]->id] = c;
+        }
+        vs_incumbent = std::exp(log_sum / static_cast<double>(cases.size()));
+    }
+    record_.measured.push_back(m);
+    return {&record_.measured.back(), vs_incumbent, worse};
+}
+
+StrategyCalls Search::strategy_calls(ClassRun &run) {
     StrategyCalls calls;
-    calls.knobs_of = [&](const Config &c) { return relevant_knobs(options_.backend, cases, run.library, c); };
-    calls.time_left = [&] { return run.time_left(); };
-    double incumbent_score = 1;
-    calls.evaluate = [&](const std::vector<Config> &tries, const Config *incumbent) {
-        const auto schedule_of = [](const Config &c) {
-            Schedule s;
-            s.config = c;
-            return s;
-        };
+    calls.knobs_of = [this, &run](const Config &c) { return relevant_knobs(options_.backend, run.cases.cases, run.library, c); };
+    calls.time_left = [&run] { return run.time_left(); };
+    calls.evaluate = [this, &run](const std::vector<Config> &tries, const Config *incumbent) {
         std::vector<Schedule> schedules;
-        for (const Config &c : tries) schedules.push_back(schedule_of(c));
-        const Schedule incumbent_schedule = incumbent ? schedule_of(*incumbent) : Schedule{};
+        for (const Config &c : tries) schedules.push_back(knob_schedule(c));
+        const Schedule incumbent_schedule = incumbent ? knob_schedule(*incumbent) : Schedule{};
         std::vector<Outcome> outcomes;
-        for (const Evaluated &e : evaluate(schedules, incumbent ? &incumbent_schedule : nullptr, incumbent_score, options_.strategy)) {
+        for (const Evaluated &e : evaluate(run, schedules, incumbent ? &incumbent_schedule : nullptr, options_.strategy)) {
             outcomes.push_back(outcome_of(*e.measured, e.vs_incumbent, e.worse_somewhere));
         }
         return outcomes;
     };
-    calls.on_incumbent = [&](const Config &c, const Outcome &o) {
-        incumbent_score = o.score;
-        Schedule s;
-        s.config = c;
-        std::printf("  %-26s incumbent now %s (%.3f of the library's time)\n", klass.name.c_str(), s.describe().c_str(), o.score);
+    calls.on_incumbent = [&run](const Config &c, const Outcome &o) {
+        run.incumbent_score = o.score;
+        std::printf("  %-26s incumbent now %s (%.3f of the library's time)\n", run.klass.name.c_str(),
+                    knob_schedule(c).describe().c_str(), o.score);
     };
+    return calls;
+}
 
-    // Where the descent starts: the class's own best from an earlier visit; else, on a first
-    // visit, the best of the nearest class searched before, where it beats the defaults here
-    // (timed against them); else the defaults.
-    Config start = defaults;
-    Outcome start_outcome;
-    bool started = false;
-    const Measured *own = nullptr;
+std::optional<Config> Search::descent_start(ClassRun &run, const StrategyCalls &calls, Outcome &start_outcome) {
+    ClassResult &result = run.result;
     for (const Measured &m : record_.measured) {
-        if (!result.best.empty() && m.id == result.best && m.status == "ok") own = &m;
-    }
-    if (own) {
-        start = own->schedule.config;
-        start_outcome = outcome_of(*own, 1, false);
-        started = true;
-    } else if (const ClassResult *near = neighbour(record_, klass)) {
-        Config tried = defaults;
-        for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, defaults)) {
-            if (near->params.count(name)) tried[name] = near->params.at(name);
+        if (!result.best.empty() && m.id == result.best && m.status == "ok") {
+            if (result.spend.start.empty()) result.spend.start = "defaults";
+            start_outcome = outcome_of(m, 1, false);
+            run.incumbent_score = start_outcome.score;
+            return m.schedule.config;
         }
-        std::string verdict = " (did not win here)";
-        if (tried != defaults) {
-            const std::vector<Outcome> o = calls.evaluate({tried}, nullptr);
-            if (!o.empty() && beats_incumbent(o[0])) {
-                start = tried;
-                start_outcome = o[0];
-                started = true;
-                incumbent_score = o[0].score;
-                verdict = "";
-            }
-        } else {
-            verdict = " (no knob of this class's)";
-        }
-        if (result.spend.start.empty()) result.spend.start = started ? near->klass.name + "'s best" : "defaults; " + near->klass.name + "'s best" + verdict;
     }
-    if (result.spend.start.empty()) result.spend.start = "defaults";
-    if (started) incumbent_score = start_outcome.score;
-    const std::uint64_t seed = options_.seed ^ std::hash<std::string>{}(klass.name) ^ (static_cast<std::uint64_t>(visit) << 32);
-    const StrategyResult found = coordinate_search(start, calls, seed, started ? &start_outcome : nullptr);
+    const ClassResult *near = neighbour(record_, run.klass);
+    if (!near) {
+        if (result.spend.start.empty()) result.spend.start = "defaults";
+        return std::nullopt;
+    }
+    const Config defaults = default_config(knob_scope(run.klass, options_.backend != Backend::cpu));
+    Config tried = defaults;
+    for (const std::string &name : relevant_knobs(options_.backend, run.cases.cases, run.library, defaults)) {
+        if (near->params.count(name)) tried[name] = near->params.at(name);
+    }
+    std::optional<Config> start;
+    std::string verdict = " (no knob of this class's)";
+    if (tried != defaults) {
+        verdict = " (did not win here)";
+        const std::vector<Outcome> o = calls.evaluate({tried}, nullptr);
+        if (!o.empty() && beats_incumbent(o[0])) {
+            start = tried;
+            start_outcome = o[0];
+            run.incumbent_score = o[0].score;
+        }
+    }
+    if (result.spend.start.empty()) {
+        result.spend.start = start ? near->klass.name + "'s best" : "defaults; " + near->klass.name + "'s best" + verdict;
+    }
+    return start;
+}
+
+void Search::keep_pick(ClassResult &result, const StrategyResult &found) {
     result.best = found.moved ? found.outcome.id : "";
     result.params.clear();
     for (const auto &[name, value] : found.best) {
@@ -546,16 +478,30 @@ ClassProgress Search::tune_class(const ShapeClass &klass, const std::vector<cons
     // Shipped only once confirmed (confirm.hpp).
     result.significant = false;
     result.confirmation = Confirmation{};
+}
 
+ClassProgress Search::progress_of(const ClassRun &run, const StrategyResult &found) const {
     ClassProgress progress;
     progress.gain = found.moved ? 1 - found.outcome.score : 0;
+    const Config defaults = default_config(knob_scope(run.klass, options_.backend != Backend::cpu));
     std::size_t first_pass = 0;
-    for (const std::string &name : relevant_knobs(options_.backend, cases, run.library, defaults)) first_pass += knob(name).values.size() - 1;
+    for (const std::string &name : relevant_knobs(options_.backend, run.cases.cases, run.library, defaults)) {
+        first_pass += knob(name).values.size() - 1;
+    }
     const int knob_candidates = static_cast<int>(std::count_if(record_.measured.begin(), record_.measured.end(), [&](const Measured &m) {
-        return m.class_name == klass.name && !m.schedule.autoscheduled();
+        return m.class_name == run.klass.name && !m.schedule.autoscheduled();
     }));
     progress.untried = first_pass == 0 ? 0 : std::max(0.0, 1 - static_cast<double>(knob_candidates) / static_cast<double>(first_pass));
-    return finish(progress);
+    return progress;
+}
+
+ClassProgress Search::finish_class(ClassRun &run, ClassProgress progress) {
+    run.result.spend.candidates = static_cast<int>(std::count_if(record_.measured.begin(), record_.measured.end(),
+                                                                 [&](const Measured &m) { return m.class_name == run.klass.name; }));
+    run.result.spend.seconds += now() - run.start;
+    run.result.spend.visits += 1;
+    keep_class_result(record_, run.result);
+    return progress;
 }
 
 }  // namespace magi2norm::tuning

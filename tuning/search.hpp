@@ -26,12 +26,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compile.hpp"
 #include "halving.hpp"
 #include "record.hpp"
+#include "strategy.hpp"
 
 namespace magi2norm::tuning {
 
@@ -56,9 +59,33 @@ public:
 
 private:
     struct ClassRun;
+    struct Evaluated;
     // `seconds`: the visit's share of the budget, from the end of its setup; `visit`: 0 for the
     // first. Returns the class's progress for the halving.
     ClassProgress tune_class(const ShapeClass &klass, const std::vector<const TuneCase *> &cases, double seconds, int visit);
+    // Makes (or finds in the compiler's cache) the kernels of `schedules` for every case; each
+    // new schedule's compile seconds by its key.
+    std::map<std::string, double> build(ClassRun &run, const std::vector<Schedule> &schedules);
+    // Measures `schedules` (built first, together) against the library's variant and
+    // `incumbent` in the same rounds, as far as the visit's time goes; one verdict a schedule,
+    // a schedule measured before taken from the record.
+    std::vector<Evaluated> evaluate(ClassRun &run, const std::vector<Schedule> &schedules, const Schedule *incumbent,
+                                    const std::string &strategy);
+    // One new schedule: its bits checked, then timed; its entry appended to the record.
+    Evaluated measure_new(ClassRun &run, const Schedule &s, const Schedule *incumbent, double compile_seconds,
+                          const std::string &strategy);
+    // The strategy's view of the class: its knobs, evaluate, the time left.
+    StrategyCalls strategy_calls(ClassRun &run);
+    // Where the descent starts: the class's own best from an earlier visit; else, on a first
+    // visit, the best of the nearest class searched before, where it beats the defaults here
+    // (timed against them, `start_outcome` its verdict); else the defaults (nullopt).
+    std::optional<Config> descent_start(ClassRun &run, const StrategyCalls &calls, Outcome &start_outcome);
+    // The search's pick into the class's result, unconfirmed.
+    static void keep_pick(ClassResult &result, const StrategyResult &found);
+    // The halving's view of the visit: its gain and how much of a first pass is untried.
+    ClassProgress progress_of(const ClassRun &run, const StrategyResult &found) const;
+    // The visit's spend added to the class's result, which replaces the record's.
+    ClassProgress finish_class(ClassRun &run, ClassProgress progress);
     // The runtime knobs: streaming_min_output_bytes from the calls whose output sizes it can
     // split (each call timed with ordinary and with streaming stores, followed by a read of its
     // output); the row-regrouping limits only where a case is regrouped.

@@ -14,7 +14,7 @@ using magi2norm::detail::fold_rows;
 using magi2norm::detail::KernelLayout;
 using Axes = std::array<std::int64_t, 4>;  // (d, h, a, t)
 
-// The CPU schedule's default chunk (abi/knobs.def, cpu_chunk_bytes), which the expected
+// The CPU schedule's default chunk (schedules/knobs.def, cpu_chunk_bytes), which the expected
 // layouts below fill.
 constexpr std::int64_t kChunkBytes = 16 * 1024;
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <limits>
 
 #include "bench.hpp"
@@ -308,7 +310,29 @@ TEST(Record, ComesBackAsItWentIn) {
     EXPECT_DOUBLE_EQ(back->classes[0].spend.seconds, 40.5);
     EXPECT_EQ(back->classes[0].spend.start, "defaults");
     EXPECT_TRUE(std::isinf(back->classes[1].confirmation.speedup.upper));
+
+    // The record alone (what a build reads, and what is committed): the picks and their
+    // confirmation; the measured schedules and the spend are the log's.
+    std::ifstream record_file(path);
+    const std::string text((std::istreambuf_iterator<char>(record_file)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("candidates"), std::string::npos);
+    EXPECT_EQ(text.find("spend"), std::string::npos);
+    ASSERT_EQ(std::remove(search_log_path(path).c_str()), 0);
+    const auto alone = load(path);
+    ASSERT_TRUE(alone);
+    EXPECT_TRUE(alone->measured.empty());
+    EXPECT_TRUE(alone->cases.empty());
+    ASSERT_EQ(alone->classes.size(), 2u);
+    EXPECT_EQ(alone->classes[0].best, m.id);
+    EXPECT_TRUE(alone->classes[0].significant);
+    EXPECT_DOUBLE_EQ(alone->classes[0].confirmation.speedup.upper, 1.3);
+    EXPECT_EQ(alone->classes[0].spend.candidates, 0);
     std::remove(path.c_str());
+}
+
+TEST(Record, TheSearchLogIsNamedAfterTheRecord) {
+    EXPECT_EQ(search_log_path("dir/cpu.json"), "dir/cpu.search.json");
+    EXPECT_EQ(search_log_path("record"), "record.search.json");
 }
 
 TEST(Record, AnOldFormatRecordIsRefusedByName) {

@@ -2,7 +2,7 @@
 // iterations from one counter. The caller never waits for a worker that has not started (one
 // that wakes late finds the work done and the call gone), so a call costs no wake-up it does not
 // use: a small call after an idle gap runs on the caller alone rather than waiting for a
-// sleeping thread. A worker polls for the runtime threshold pool_spin_microseconds after its
+// sleeping thread. A worker polls for the runtime knob pool_spin_microseconds after its
 // last job, then sleeps until the next.
 #pragma once
 

@@ -47,7 +47,7 @@ DType output_dtype(const NormConfig &config, DType input, std::optional<DType> o
 // With one modality no axis selects a modality, and with P = 1 none selects a scale row either,
 // so the rows can be walked in any grouping into tokens. fold_rows folds the middle axis `a` into
 // the token axis where one stride steps over both, and then, with P = 1 (the thresholds are the
-// runtime thresholds of runtime/internal/magi2norm/thresholds.def, as the build sets them:
+// runtime knobs of schedules/runtime_knobs.def, as the build sets them:
 // magi2norm_build_knobs.hpp):
 // - the head axis too when a token's rows pass fold_token_bytes of input (x [1, S, D] would be
 //   one token: one task on one thread), or, where its strides do not chain, makes the longer of
