@@ -17,4 +17,10 @@ constexpr int kSumLanes = 16;
 // every target: the order of the row sums, and so the output bits, is this and kSumLanes alone.
 constexpr int kSumSteps = 4;
 
+// Chains of the mHC logits' product (magi2_mhc_logits): chain k adds, in FP64 and in order of d,
+// the exact products y32[d] * phi[d, j] at d = k, k + 4, k + 8, ...; the chains are then added
+// as (0 + 1) + (2 + 3) and rounded to FP32 once. Independent chains let a CPU keep its FMA units
+// busy without a reordering of its own; the order, and so the bits, is this alone.
+constexpr int kLogitChains = 4;
+
 }  // namespace magi2norm::abi

@@ -78,12 +78,15 @@ set(MAGI2NORM_GENERATOR_SOURCES
     abi/kernel_abi.h
     generators/cuda_rounding.h
     generators/float_codecs.h
+    generators/magi2_mhc_logits_generator.cpp
     generators/magi2_norm_backward_generator.cpp
     generators/magi2_norm_generator.cpp
     generators/norm_pieces.h
     schedules/backward_stages.h
     schedules/cpu_backward_schedule.cpp
     schedules/cpu_backward_schedule.h
+    schedules/cpu_mhc_logits_schedule.cpp
+    schedules/cpu_mhc_logits_schedule.h
     schedules/cpu_schedule.cpp
     schedules/cpu_schedule.h
     schedules/gpu_backward_schedule.cpp
@@ -94,6 +97,7 @@ set(MAGI2NORM_GENERATOR_SOURCES
     schedules/gpu_schedule.h
     schedules/knobs.def
     schedules/knobs.h
+    schedules/mhc_logits_stages.h
     schedules/norm_stages.h)
 set(MAGI2NORM_VERSION_SOURCES ${MAGI2NORM_GENERATOR_SOURCES} cmake/ir_steps.py cmake/Magi2normVariants.cmake)
 
@@ -237,7 +241,10 @@ endfunction()
 # - backward (generator magi2_norm_backward, one variant per (x, dy, dx) dtypes: dy in x's dtype
 #   or FP32, the forward's outputs in the model (SPEC.md), dx in any; 15 variants, not 27):
 #   backward, whose dx rows may add several dy rows (singleton-head broadcasting); backward_single,
-#   one dy row a dx row (sums_rows=false, every other call), family "_single".
+#   one dy row a dx row (sums_rows=false, every other call), family "_single";
+# - mhc_logits (generator magi2_mhc_logits, one variant per x dtype, the logits FP32): the mHC
+#   norm fused with its product with phi (SPEC.md, "The mHC logits"), family "_mhc_logits", CPU
+#   only so far.
 # The family is named FAMILY (default: the backend, "cuda<nn>" for CUDA), plus "_t<n>" for class
 # n of a tuning record and "_streaming" for outputs (the forward's y, the backward's dx) written
 # with streaming stores in pieces of MAGI2NORM_STREAMING_ALIGNMENT bytes, the output aligned to
@@ -294,7 +301,12 @@ function(magi2norm_add_variants)
     # The dtypes, as in_y_dx: the forward's x and y (dx is x, unused), the backward's x, dy, dx.
     set(dtypes "")
     set(generator magi2_norm)  # the generator, whose name begins each variant's
-    if (ARG_FORM MATCHES "^backward")
+    if (ARG_FORM STREQUAL "mhc_logits")
+        set(generator magi2_mhc_logits)
+        foreach (in_type IN LISTS MAGI2NORM_DTYPES)
+            list(APPEND dtypes ${in_type}_f32_${in_type})
+        endforeach ()
+    elseif (ARG_FORM MATCHES "^backward")
         set(generator magi2_norm_backward)
         foreach (in_type IN LISTS MAGI2NORM_DTYPES)
             set(dy_types ${in_type})
@@ -349,8 +361,13 @@ function(magi2norm_add_variants)
         if (alignment)
             message(FATAL_ERROR "magi2norm_add_variants: streaming backward variants are of the backward_single form")
         endif ()
+    elseif (ARG_FORM STREQUAL "mhc_logits")
+        if (alignment OR NOT ARG_BACKEND STREQUAL "cpu")
+            message(FATAL_ERROR "magi2norm_add_variants: the mhc_logits form is a CPU form with ordinary stores")
+        endif ()
+        set(family ${family}_mhc_logits)
     elseif (NOT ARG_FORM STREQUAL "elements")
-        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row, inverse_rms, backward or backward_single, not ${ARG_FORM}")
+        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row, inverse_rms, backward, backward_single or mhc_logits, not ${ARG_FORM}")
     endif ()
     set(isa any)
     if (ARG_NATIVE_BF16)
@@ -377,6 +394,9 @@ function(magi2norm_add_variants)
         if (generator STREQUAL "magi2_norm")
             set(name "${generator}_${family}_${in_type}_${out_type}")
             set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
+        elseif (generator STREQUAL "magi2_mhc_logits")
+            set(name "magi2_norm_${family}_${in_type}")
+            set(params in_type=${in_type} ${ARG_PARAMS})
         else ()
             set(name "${generator}_${family}_${in_type}_${out_type}_${dx_type}")
             set(params in_type=${in_type} dy_type=${out_type} dx_type=${dx_type} ${ARG_PARAMS})

@@ -116,14 +116,11 @@ public:
         s.sum_steps = sum_steps > 0 ? int(sum_steps) : abi::kSumSteps;
         s.sum_squares = Func("sum_squares");
 
-        // Modality of token t: its per-token id plus the number of group starts cu[1..] at or
-        // below t. Grouping by sizes passes zero ids (a stride-0 view of one zero) and the
-        // starts; grouping by ids passes starts past every token. The starts are scalar
-        // arguments, not a buffer, so a GPU launch needs no host-to-device copy for them.
-        Expr later_groups = 0;
-        for (auto *start : group_starts) later_groups += select(t >= *start, 1, 0);
+        // Modality of token t (modality_of): from its per-token id and the group starts.
+        std::vector<Expr> starts;
+        for (auto *start : group_starts) starts.push_back(*start);
         s.modality = Func("modality");
-        s.modality(t) = one_row ? Expr(0) : clamp((*token_modality)(t) + later_groups, 0, num_modality - 1);
+        s.modality(t) = one_row ? Expr(0) : modality_of((*token_modality)(t), starts, t, num_modality);
 
         s.output = Func("norm");
         if (paired_words) {
@@ -209,7 +206,7 @@ private:
         define_inverse_rms(s, dim);
 
         Func y32("y32");
-        y32(d, h, a, t) = (xf(d, h, a, t) * s.inv_rms(h, a, t)) * (*scale)(d, h, s.modality(t));
+        y32(d, h, a, t) = normalized(xf(d, h, a, t), s.inv_rms(h, a, t), (*scale)(d, h, s.modality(t)));
         s.output(d, h, a, t) = encode(out_type, y32(d, h, a, t), result_nans(in_type, get_target()), get_target(), native_bf16);
     }
 
@@ -258,7 +255,7 @@ private:
 
         Func y32("y32");
         Expr scale_of = (*scale)(kSumLanes * jo + kLanePairs * odd + ji, h, s.modality(t));
-        y32(ji, odd, jo, h, a, t) = (xf(ji, odd, jo, h, a, t) * s.inv_rms(h, a, t)) * scale_of;
+        y32(ji, odd, jo, h, a, t) = normalized(xf(ji, odd, jo, h, a, t), s.inv_rms(h, a, t), scale_of);
         Func encoded("encoded");
         encoded(ji, odd, jo, h, a, t) = f32_to_bf16_high(y32(ji, odd, jo, h, a, t), result_nans(in_type, get_target()), zero);
         s.output(d, h, a, t) = bf16_pair(encoded(d % kLanePairs, 0, d / kLanePairs, h, a, t),

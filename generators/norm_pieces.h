@@ -75,6 +75,23 @@ inline Halide::Expr inverse_rms(const Halide::Expr &sum_squares, const Halide::E
     return 1.0f / sqrt(cast<float>(sum_squares) / cast<float>(dim) + eps);
 }
 
+// The modality of token t: its per-token id plus the number of group starts cu[1..] at or below
+// t, clamped to the scale table's blocks. Grouping by sizes passes zero ids (a stride-0 view of
+// one zero) and the starts; grouping by ids passes starts past every token. The starts are
+// scalar arguments, not a buffer, so a GPU launch needs no host-to-device copy for them.
+inline Halide::Expr modality_of(const Halide::Expr &token_id, const std::vector<Halide::Expr> &group_starts,
+                                const Halide::Var &t, const Halide::Expr &num_modality) {
+    using namespace Halide;
+    Expr later_groups = 0;
+    for (const Expr &start : group_starts) later_groups += select(t >= start, 1, 0);
+    return clamp(token_id + later_groups, 0, num_modality - 1);
+}
+
+// The norm's FP32 output of an element: (xf * inv) * scale, in that order.
+inline Halide::Expr normalized(const Halide::Expr &xf, const Halide::Expr &inv, const Halide::Expr &scale) {
+    return (xf * inv) * scale;
+}
+
 // The sums over d of terms[i](d, h, a, t) for d in [0, dim), in one pass over the row, on every
 // target (a GPU schedule gives each lane a thread, a CPU schedule vectorizes over them): lane
 // l of block b adds the terms at b * 16 steps + l + 16 k, k < steps, in FP32 left to right (terms

@@ -282,6 +282,15 @@ struct BackwardOptions {
     std::optional<ConstTensorView> inverse_rms;
 };
 
+// The settings of one mHC logits call (RMSNorm::mhc_logits); unset fields as in CallOptions.
+struct MhcLogitsOptions {
+    std::optional<int> num_threads;             // threads on the library's pool, at most its size
+    std::optional<ParallelLoop> parallel_loop;  // a host's loop, or {} for the library's pool
+    // Training: also write each token's inverse RMS here (FP32 [T], any strides), the norm
+    // forward's bit for bit (CallOptions::inverse_rms), which backward() may take.
+    std::optional<TensorView> inverse_rms;
+};
+
 // ---------------------------------------------------------------------------------------------
 // The norm
 // ---------------------------------------------------------------------------------------------
@@ -364,6 +373,15 @@ public:
     // device views (dense rows, a contiguous dweight) are used in place and host views staged.
     void backward(const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping, const TensorView &dx,
                   const TensorView &dweight, const BackwardOptions &options = {}) const;
+
+    // The mHC logits (SPEC.md, "The mHC logits"): logits = float32(forward(x)) @ phi, the
+    // normalized rows never in memory. A member because it is this norm's forward (its D, eps,
+    // grouping and scale) with one consumer. x is [T, D] or [T, S, C] with S * C = D, in any
+    // dtype and strides; phi is [D, N] FP32, N >= 1; logits [T, N] FP32. The norm needs
+    // num_patterns 1. Each logit is a fixed-order FP64 sum of exact products, so the logits are
+    // the same bits for any thread count, grouping form, x form and strides. CPU, host memory.
+    void mhc_logits(const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi, const TensorView &logits,
+                    const MhcLogitsOptions &options = {}) const;
 
 private:
     friend const detail::NormState &detail::norm_state_of(const RMSNorm &norm);

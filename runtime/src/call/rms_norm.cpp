@@ -10,6 +10,7 @@
 #include "call_plan.hpp"
 #include "kernel_abi.h"
 #include "magi2norm/float_codecs.hpp"
+#include "mhc_logits.hpp"
 #include "norm_state.hpp"
 
 namespace magi2norm {
@@ -155,6 +156,11 @@ Plan RMSNorm::plan(const ConstTensorView &x, const Grouping &grouping, const Ten
 void RMSNorm::backward(const ConstTensorView &x, const ConstTensorView &dy, const Grouping &grouping, const TensorView &dx,
                        const TensorView &dweight, const BackwardOptions &options) const {
     detail::run_backward(state_of(state_), x, dy, grouping, dx, dweight, options);
+}
+
+void RMSNorm::mhc_logits(const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi, const TensorView &logits,
+                         const MhcLogitsOptions &options) const {
+    detail::run_mhc_logits(state_of(state_), x, grouping, phi, logits, options);
 }
 
 const detail::NormState &detail::norm_state_of(const RMSNorm &norm) { return state_of(norm.state_); }

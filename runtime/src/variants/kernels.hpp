@@ -25,10 +25,12 @@ using KernelFn = int (*)(void **args);
 // over elements with each row's inverse RMS as a second output (inverse_rms: training). The
 // backward's (generators/magi2_norm_backward_generator.cpp): dx rows that may add several dy rows
 // (backward: singleton-head broadcasting), or one dy row each (backward_single: every other call).
-enum class Form : std::uint8_t { elements, paired_words, one_row, inverse_rms, backward, backward_single };
-constexpr int kForms = 6;
+// The mHC logits' (generators/magi2_mhc_logits_generator.cpp): the norm fused with its product
+// with phi, out the logits' FP32.
+enum class Form : std::uint8_t { elements, paired_words, one_row, inverse_rms, backward, backward_single, mhc_logits };
+constexpr int kForms = 7;
 constexpr int kForwardForms = 4;  // the forms before `backward`
-constexpr bool is_backward(Form form) { return static_cast<int>(form) >= kForwardForms; }
+constexpr bool is_backward(Form form) { return form == Form::backward || form == Form::backward_single; }
 
 // What a tuning record's classes of calls are bounded by: the norm's D, and the bytes of the
 // whole call (every input element's plus every output element's: x and y, or x, dy and dx).

@@ -1,0 +1,37 @@
+// The interface between the mHC logits' algorithm (generators/magi2_mhc_logits_generator.cpp)
+// and its schedules: the stages of one pipeline, its loop variables, and the run-time facts a
+// schedule may specialize on. The row sums are the norm's (norm_pieces.h's row_sum), so a
+// schedule places them as the norm's schedules do.
+#pragma once
+
+#include "Halide.h"
+#include "kernel_abi.h"
+
+namespace magi2norm::schedules {
+
+struct MhcLogitsStages {
+    // d: the normalized axis (S*C), t: tokens, j: the logits' columns (N), chain: the product's
+    // FP64 partial sums (abi::kLogitChains), lane: the sum of squares' lanes.
+    Halide::Var d{"d"}, t{"t"}, j{"j"}, chain{"chain"}, lane{"lane"};
+    // h and a of the norm's row sums (extent 1 here).
+    Halide::Var h{"h"}, a{"a"};
+
+    Halide::Func logits;       // (j, t): the pipeline's output, FP32
+    Halide::Func inverse_rms;  // (t): the second output, the norm forward's inverse RMS bit for bit
+    Halide::Func lane_sums;    // (lane, h, a, t): the sum of squares' FP64 lanes, an update over `blocks`
+    Halide::Func sum_squares;  // (h, a, t): their tree
+    Halide::Func inv_rms;      // (t): 1 / sqrt(mean square + eps)
+    Halide::Func modality;     // (t): the scale block of token t
+    Halide::Func y32;          // (d, t): the norm's FP32 output, never stored whole
+    Halide::Func chains;       // (chain, j, t): FP64 partial products, an update over `steps`
+    Halide::RDom blocks;       // the sum of squares' blocks
+    Halide::RDom steps;        // one chain's products: d = chain + kLogitChains * steps
+
+    Halide::Expr dim;          // D
+    Halide::Expr columns;      // N
+    Halide::Expr x_inner_stride;
+    Halide::Expr phi_column_stride;  // element stride of phi along j (1 for a row-major [D, N])
+    int in_bytes = 4;
+};
+
+}  // namespace magi2norm::schedules
