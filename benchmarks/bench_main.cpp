@@ -16,6 +16,7 @@
 #include "backward_bench.hpp"
 #include "copy_ceilings.hpp"
 #include "harness.hpp"
+#include "mhc_logits_bench.hpp"
 #include "pool_dispatch.hpp"
 
 namespace {
@@ -107,6 +108,7 @@ int main(int argc, char **argv) {
     }
 
     register_backward_benchmarks();
+    register_mhc_logits_benchmarks();
     register_pool_benchmarks();
 
     const magi2norm::measure::CopyCeilings &ceiling = magi2norm::measure::copy_ceilings(magi2norm::num_threads());

@@ -82,11 +82,15 @@ public:
         constexpr int kChains = abi::kLogitChains;
         Func y_padded = BoundaryConditions::constant_exterior(s.y32, 0.0f, {{0, s.dim}});
         Func phi_padded = BoundaryConditions::constant_exterior(*phi, 0.0f, {{0, s.dim}});
+        s.y64 = Func("y64");
+        s.y64(d, t) = cast<double>(y_padded(d, t));
+        s.phi64 = Func("phi64");
+        s.phi64(d, j) = cast<double>(phi_padded(d, j));
         s.steps = RDom(0, (s.dim + kChains - 1) / kChains, "steps");
         Expr at = s.chain + kChains * s.steps;
         s.chains = Func("chains");
         s.chains(s.chain, j, t) = cast<double>(0);
-        s.chains(s.chain, j, t) += cast<double>(y_padded(at, t)) * cast<double>(phi_padded(at, j));
+        s.chains(s.chain, j, t) += s.y64(at, t) * s.phi64(at, j);
         static_assert(kChains == 4, "the chains' tree below adds four");
         s.logits = Func("logits_out");
         s.logits(j, t) = cast<float>((s.chains(0, j, t) + s.chains(1, j, t)) + (s.chains(2, j, t) + s.chains(3, j, t)));

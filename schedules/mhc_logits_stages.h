@@ -22,7 +22,8 @@ struct MhcLogitsStages {
     Halide::Func sum_squares;  // (h, a, t): their tree
     Halide::Func inv_rms;      // (t): 1 / sqrt(mean square + eps)
     Halide::Func modality;     // (t): the scale block of token t
-    Halide::Func y32;          // (d, t): the norm's FP32 output, never stored whole
+    Halide::Func y32;          // (d, t): the norm's FP32 output, never stored
+    Halide::Func y64, phi64;   // (d, t), (d, j): y32 and phi widened to FP64 (exact), zero past D
     Halide::Func chains;       // (chain, j, t): FP64 partial products, an update over `steps`
     Halide::RDom blocks;       // the sum of squares' blocks
     Halide::RDom steps;        // one chain's products: d = chain + kLogitChains * steps

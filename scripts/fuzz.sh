@@ -5,7 +5,7 @@
 # per target its executions, final coverage (cov: edges, ft: features) and corpus size. A crash
 # stops that target and fails the script; its input is written to $ASAN_BUILD_DIR/fuzz/<target>/
 # (crash-<sha1>): fix it and keep it in tests/fuzz/regressions/<target>/, which the `fuzz` tests
-# replay. CI runs it with FUZZ_SECONDS=20. Targets: FUZZ_TARGETS (default: all four).
+# replay. CI runs it with FUZZ_SECONDS=20. Targets: FUZZ_TARGETS (default: all five).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/sanitize_env.sh
@@ -15,7 +15,7 @@ BUILD_DIR=$ASAN_BUILD_DIR bash scripts/build.sh "${ASAN_CONFIG[@]}" >"$ASAN_BUIL
 seconds=${FUZZ_SECONDS:-300}
 status=0
 printf '%-12s %12s %8s %8s %8s %10s %s\n' target executions exec/s cov ft corpus crashes
-for target in ${FUZZ_TARGETS:-safetensors cli call backward}; do
+for target in ${FUZZ_TARGETS:-safetensors cli call backward mhc_logits}; do
   work=$ASAN_BUILD_DIR/fuzz/$target
   mkdir -p "$work/corpus"
   log=$work/last_run.log

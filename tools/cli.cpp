@@ -11,6 +11,7 @@
 #include "demo_command.hpp"
 #include "grad_command.hpp"
 #include "magi2norm/magi2norm.hpp"
+#include "mhc_logits_command.hpp"
 
 namespace magi2norm::cli {
 namespace {
@@ -28,6 +29,10 @@ const char kUsage[] =
     "      apply's parameters plus dx_dtype (default: x's), writes `dx`, `dweight` (the weight's\n"
     "      dtype), `dx_f32` and `dscale_f32` (the FP32 results before their casts) to OUT, whole or\n"
     "      not at all.\n"
+    "  magi2-norm mhc-logits IN.safetensors OUT.safetensors [apply's flags]\n"
+    "      The mHC logits: from IN's `x` ([T, D] or [T, S, C]), `weight`, `phi` ([D, N] F32) and\n"
+    "      grouping, with apply's parameters (dim: x's row by default), writes `logits` ([T, N]\n"
+    "      F32, float32(norm(x)) @ phi) and `inverse_rms` ([T] F32) to OUT, whole or not at all.\n"
     "  magi2-norm demo [--tokens T] [--threads N] [--json]\n"
     "      Times the MAGI-2 Preview norms on T (default 4096) synthetic tokens against the\n"
     "      machine's copy bandwidth and checks sampled rows against a scalar reference.\n"
@@ -53,6 +58,7 @@ int run_cli(const std::vector<std::string> &args) {
     try {
         if (args[0] == "apply") return run_apply(rest);
         if (args[0] == "grad") return run_grad(rest);
+        if (args[0] == "mhc-logits") return run_mhc_logits(rest);
         if (args[0] == "demo") return run_demo(rest);
         return fail(2, "unknown command '" + args[0] + "'");
     } catch (const UsageError &e) {

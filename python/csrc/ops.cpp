@@ -1,5 +1,6 @@
 // The torch ops magi2norm::forward, ::normalize, ::normalize_out and ::backward on the LibTorch
-// stable ABI, for CPU and CUDA tensors. Their fake kernels and autograd are registered from
+// stable ABI, for CPU and CUDA tensors, and ::mhc_logits (the mHC norm fused with its product with
+// phi, SPEC.md "The mHC logits") for CPU tensors. Their fake kernels and autograd are registered from
 // Python (magi2norm/ops.py); these are the real kernels, with nothing per call in Python.
 //
 // out_dtype is the library's dtype code (0 float32, 1 bfloat16, 2 float16; None: x's dtype), not
@@ -143,6 +144,26 @@ std::tuple<Tensor, Tensor> backward(Tensor dy, Tensor x, Tensor weight, std::opt
     rethrow(e);
 }
 
+// (logits [T, N] FP32, inverse_rms [T] FP32) of x [T, D] or [T, S, C] and phi [D, N] FP32.
+std::tuple<Tensor, Tensor> mhc_logits(Tensor x, Tensor weight, Tensor phi, std::optional<Tensor> group_sizes,
+                                      std::optional<Tensor> modality_ids, std::int64_t dim, double eps,
+                                      std::int64_t num_modality) try {
+    std::optional<Tensor> held;
+    const magi2norm::Grouping grouping = grouping_of(x, group_sizes, modality_ids, held);
+    const auto norm = norm_for(weight, config_of(dim, eps, num_modality, 1));
+    const std::int64_t tokens = x.dim() > 0 ? x.size(0) : 0, columns = phi.dim() == 2 ? phi.size(1) : 0;
+    Tensor logits = torch::stable::new_empty(x, {tokens, columns}, ScalarType::Float);
+    Tensor inverse_rms = torch::stable::new_empty(x, {tokens}, ScalarType::Float);
+    magi2norm::MhcLogitsOptions options;
+    options.parallel_loop = torch_parallel_loop();
+    options.num_threads = torch_num_threads();
+    options.inverse_rms = view_of(inverse_rms, "inverse_rms");
+    norm->mhc_logits(view_of(x, "x"), grouping, view_of(phi, "phi"), view_of(logits, "logits"), options);
+    return {logits, inverse_rms};
+} catch (const magi2norm::Error &e) {
+    rethrow(e);
+}
+
 }  // namespace
 
 }  // namespace magi2norm_torch
@@ -156,6 +177,8 @@ STABLE_TORCH_LIBRARY(magi2norm, m) {
           "int num_modality, int num_patterns, Tensor(a!) out) -> ()");
     m.def("backward(Tensor dy, Tensor x, Tensor weight, Tensor? inverse_rms, Tensor? group_sizes, "
           "Tensor? modality_ids, int dim, float eps, int num_modality, int num_patterns) -> (Tensor, Tensor)");
+    m.def("mhc_logits(Tensor x, Tensor weight, Tensor phi, Tensor? group_sizes, Tensor? modality_ids, int dim, "
+          "float eps, int num_modality) -> (Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(magi2norm, CPU, m) {
@@ -163,6 +186,7 @@ STABLE_TORCH_LIBRARY_IMPL(magi2norm, CPU, m) {
     m.impl("normalize", TORCH_BOX(&magi2norm_torch::normalize));
     m.impl("normalize_out", TORCH_BOX(&magi2norm_torch::normalize_out));
     m.impl("backward", TORCH_BOX(&magi2norm_torch::backward));
+    m.impl("mhc_logits", TORCH_BOX(&magi2norm_torch::mhc_logits));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(magi2norm, CUDA, m) {

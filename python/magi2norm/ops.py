@@ -7,7 +7,11 @@ autograd:
   1 bfloat16, 2 float16, None: x's dtype; `_library.dtype_code`);
 - magi2norm::normalize(...same...) -> y, and magi2norm::normalize_out(..., out) writes y into out: y alone;
 - magi2norm::backward(dy, x, weight, inverse_rms, group_sizes, modality_ids, dim, eps,
-  num_modality, num_patterns) -> (dx, dweight).
+  num_modality, num_patterns) -> (dx, dweight);
+- magi2norm::mhc_logits(x, weight, phi, group_sizes, modality_ids, dim, eps, num_modality) ->
+  (logits, inverse_rms): the mHC norm (P = 1) fused with its product with phi [D, N] FP32, x
+  [T, D] or [T, S, C], logits [T, N] FP32 (SPEC.md, "The mHC logits"); CPU tensors, no autograd
+  (magi2norm.mhc_logits takes the plain formula where gradients are wanted).
 
 inverse_rms is FP32, y's shape without its last axis: each row's 1 / sqrt(mean square + eps), the
 value y was scaled by, bit for bit; the backward takes it instead of summing the rows' squares
@@ -66,6 +70,11 @@ def _normalize_out_fake(x, weight, group_sizes, modality_ids, dim, eps, num_moda
 @torch.library.register_fake("magi2norm::backward")
 def _backward_fake(dy, x, weight, inverse_rms, group_sizes, modality_ids, dim, eps, num_modality, num_patterns):
     return x.new_empty(x.shape), weight.new_empty(weight.shape)
+
+
+@torch.library.register_fake("magi2norm::mhc_logits")
+def _mhc_logits_fake(x, weight, phi, group_sizes, modality_ids, dim, eps, num_modality):
+    return x.new_empty((x.shape[0], phi.shape[1]), dtype=torch.float32), x.new_empty((x.shape[0],), dtype=torch.float32)
 
 
 _NO_GRADIENTS = (None,) * 7  # group_sizes, modality_ids and the five parameters

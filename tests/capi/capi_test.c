@@ -352,8 +352,38 @@ static void test_training(void) {
     magi2norm_norm_destroy(norm);
 }
 
+/* The mHC logits of x_rows with phi = [[1, 0], [0, 1], [1, 1], [2, 0]]: y_rows @ phi (row 0:
+ * 1.5 + 0.75 - 4 = -1.75 and -1 + 0.75 = -0.25; row 1: 0.9 + 6.4 = 7.3 and 0.9), the inverse RMS
+ * the forward's; a bf16 phi is refused with the dtype status, the logits untouched. */
+static void test_mhc_logits(void) {
+    magi2norm_norm *norm = NULL;
+    static const int64_t shape_4x2[2] = {4, 2};
+    static const int64_t shape_2x2[2] = {2, 2};
+    static const int64_t two[1] = {2};
+    static const float phi[8] = {1, 0, 0, 1, 1, 1, 2, 0};
+    static const uint16_t phi_bf16[8] = {0};
+    float logits[4] = {0}, inv[2] = {0};
+    magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor phi_t = tensor(phi, MAGI2NORM_F32, 2, shape_4x2, NULL);
+    magi2norm_tensor phi_low = tensor(phi_bf16, MAGI2NORM_BF16, 2, shape_4x2, NULL);
+    magi2norm_tensor logits_t = tensor(logits, MAGI2NORM_F32, 2, shape_2x2, NULL);
+    magi2norm_tensor inv_t = tensor(inv, MAGI2NORM_F32, 1, two, NULL);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_mhc_logits(norm, &x, NULL, &phi_t, &logits_t, &inv_t) == MAGI2NORM_OK);
+    CHECK(close_to(logits[0], -1.75f) && close_to(logits[1], -0.25f) && close_to(logits[2], 7.3f) && close_to(logits[3], 0.9f));
+    CHECK(inv[0] == 0.5f && inv[1] == 0.4f);
+    CHECK(strstr(magi2norm_last_variant(), "mhc_logits") != NULL);
+    logits[0] = 42.0f;
+    CHECK(magi2norm_norm_mhc_logits(norm, &x, NULL, &phi_low, &logits_t, NULL) == MAGI2NORM_ERROR_DTYPE);
+    CHECK(strstr(magi2norm_last_error(), "phi") != NULL);
+    CHECK(logits[0] == 42.0f);
+    magi2norm_norm_destroy(norm);
+}
+
 int main(void) {
     test_forward();
+    test_mhc_logits();
     test_backward();
     test_training();
     test_grouping();

@@ -54,22 +54,6 @@ bool tiny_row_without_eps(const magi2norm::NormConfig &config, const magi2norm::
     return false;
 }
 
-// Rewrites the view's elements with values uniform in [-2^e, 2^e], e in [-3, 3], and a NaN or an
-// Inf now and then, from `state`.
-void rewrite_values(const View &v, unsigned char *arena, std::uint32_t &state) {
-    const auto next = [&] {
-        state = state * 1664525u + 1013904223u;
-        return state >> 8;
-    };
-    const magi2norm::ConstTensorView view = const_view(v, arena);
-    ref::for_each_offset_pair(v.shape, v.strides, v.strides, [&](std::int64_t, std::int64_t offset, std::int64_t) {
-        const std::uint32_t r = next();
-        float value = std::ldexp(static_cast<float>(r % 65536) / 32768.0f - 1.0f, static_cast<int>(r >> 16) % 7 - 3);
-        if (r % 997 == 0) value = (r & 1) ? NAN : INFINITY;
-        ref::store_value(view.dtype, const_cast<void *>(view.data), offset, value);
-    });
-}
-
 magi2norm::NormConfig config_of(std::int64_t dim, float eps, std::int64_t m, std::int64_t p) {
     magi2norm::NormConfig c;
     c.dim = dim;

@@ -1,5 +1,6 @@
 #include "fuzz_views.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -136,6 +137,20 @@ void check_refusal(magi2norm_status status, const std::vector<unsigned char> &ar
         finding(std::string("refused without a named error: ") + magi2norm_last_error());
     }
     if (arena != before) finding(std::string("a refused call wrote: ") + magi2norm_last_error());
+}
+
+void rewrite_values(const View &v, unsigned char *arena, std::uint32_t &state) {
+    const auto next = [&] {
+        state = state * 1664525u + 1013904223u;
+        return state >> 8;
+    };
+    const magi2norm::ConstTensorView view = const_view(v, arena);
+    ref::for_each_offset_pair(v.shape, v.strides, v.strides, [&](std::int64_t, std::int64_t offset, std::int64_t) {
+        const std::uint32_t r = next();
+        float value = std::ldexp(static_cast<float>(r % 65536) / 32768.0f - 1.0f, static_cast<int>(r >> 16) % 7 - 3);
+        if (r % 997 == 0) value = (r & 1) ? NAN : INFINITY;
+        ref::store_value(view.dtype, const_cast<void *>(view.data), offset, value);
+    });
 }
 
 }  // namespace fuzz

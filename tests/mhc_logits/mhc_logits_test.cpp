@@ -306,6 +306,9 @@ TEST(MhcLogitsErrors, RefusedWithNothingWritten) {
     EXPECT_TRUE(throws_error([&] { patterns.mhc_logits(xv, Grouping::none(), pv, lv); }, ErrorCode::config, {"num_patterns"}));
     // The logits over x's own memory.
     EXPECT_TRUE(throws_error([&] { norm.mhc_logits(xv, Grouping::none(), pv, {x.data(), DType::f32, {T, N}}); }, ErrorCode::overlap, {"logits"}));
+    // Streams whose stride the kernel's int32 cannot hold: refused before x's rows are copied.
+    EXPECT_TRUE(throws_error([&] { norm.mhc_logits({x.data(), DType::f32, {T, 2, D / 2}, {D, std::int64_t{1} << 40, 1}}, Grouping::none(), pv, lv); },
+                             ErrorCode::overflow, {"stride"}));
     const std::vector<std::int32_t> bad_ids = {0, 1, 0};
     EXPECT_TRUE(throws_error([&] { norm.mhc_logits(xv, Grouping::ids(bad_ids.data(), T), pv, lv); }, ErrorCode::modality_id, {"1"}));
     EXPECT_TRUE(untouched());

@@ -160,6 +160,13 @@ magi2norm_status magi2norm_norm_backward_saved(const magi2norm_norm *norm, const
                                                const magi2norm_tensor *dx, const magi2norm_tensor *dweight,
                                                magi2norm_dtype dx_dtype, int accumulate_dweight, const magi2norm_stream *stream);
 
+/* The mHC logits (magi2norm::RMSNorm::mhc_logits): logits [T, N] f32 = float32(norm(x)) @ phi,
+ * x [T, D] or [T, S, C], phi [D, N] f32; `inverse_rms` ([T] f32) may be NULL. CPU and host memory;
+ * the norm needs num_patterns 1. Nothing is written when the call is refused. */
+magi2norm_status magi2norm_norm_mhc_logits(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                           const magi2norm_grouping *grouping, const magi2norm_tensor *phi,
+                                           const magi2norm_tensor *logits, const magi2norm_tensor *inverse_rms);
+
 /* A call's geometry checked once (magi2norm::Plan): shapes, strides, dtypes, grouping, backend
  * and stream. The views' data pointers (and a grouping's ids) are not read and may be NULL.
  * magi2norm_plan_run then checks only the pointers it is given, and runs. A plan keeps the

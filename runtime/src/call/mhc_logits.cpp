@@ -18,12 +18,18 @@ namespace magi2norm::detail {
 
 namespace {
 
+void check_int32(std::int64_t v, const char *what) {
+    if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
+        throw Error(ErrorCode::overflow, std::string("mhc_logits: ") + what + " " + std::to_string(v) + " does not fit the kernel's int32");
+    }
+}
+
 // x as the kernel's (d, t): its row stride along d, and its token stride; a [T, S, C] view
-// whose streams are not one stride apart along d is copied to contiguous rows first.
+// whose streams are not one stride apart along d is copied to contiguous rows (`copied`) once
+// every check has passed.
 struct Rows {
     std::int64_t tokens = 0, d_stride = 1, t_stride = 0;
-    const void *data = nullptr;
-    std::vector<unsigned char> copy;
+    bool copied = false;
 };
 
 Rows rows_of(const CheckedView &x, const NormConfig &config) {
@@ -35,28 +41,23 @@ Rows rows_of(const CheckedView &x, const NormConfig &config) {
         throw Error(ErrorCode::shape, got + " has rows of " + std::to_string(dim) + " elements; the norm's D is " +
                                           std::to_string(config.dim));
     }
+    for (std::size_t i = 0; i < x.shape.size(); ++i) {
+        check_int32(x.shape[i], "x's extent");
+        check_int32(x.strides[i], "x's stride");
+    }
     Rows r;
     r.tokens = x.shape[0];
     r.t_stride = x.strides[0];
-    r.data = x.data;
     const std::int64_t inner = x.strides.back();
     // Strides of extent-1 axes are 0 (check_geometry): such an axis takes the other's.
     const bool one_stride = x.shape.size() == 2 || x.shape[1] == 1 || x.shape[2] == 1 || x.strides[1] == x.shape[2] * inner;
     r.d_stride = x.shape.size() == 3 && x.shape[2] == 1 ? x.strides[1] : inner;
     if (!one_stride) {
-        r.copy.resize(static_cast<std::size_t>(x.count) * dtype_size(x.dtype));
-        copy_to_contiguous(x, x.data, r.copy.data());
-        r.data = r.copy.data();
+        r.copied = true;
         r.d_stride = 1;
         r.t_stride = config.dim;
     }
     return r;
-}
-
-void check_int32(std::int64_t v, const char *what) {
-    if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
-        throw Error(ErrorCode::overflow, std::string("mhc_logits: ") + what + " " + std::to_string(v) + " does not fit the kernel's int32");
-    }
 }
 
 void set_dim(halide_dimension_t &d, std::int64_t extent, std::int64_t stride, const char *what) {
@@ -145,13 +146,18 @@ void run_mhc_logits(const NormState &norm, const ConstTensorView &x, const Group
     set_dim(phib.dims[1], columns, phi_view.strides[1], "phi's stride");
     set_dim(outb.dims[0], columns, out.strides[1], "logits' stride");
     set_dim(outb.dims[1], rows.tokens, out.strides[0], "logits' stride");
+    std::vector<unsigned char> x_copy;  // x's rows made contiguous (Rows::copied)
+    if (rows.copied) {
+        x_copy.resize(static_cast<std::size_t>(p.x.count) * dtype_size(p.x.dtype));
+        copy_to_contiguous(p.x, x.data, x_copy.data());
+    }
     std::vector<float> scratch;  // the inverse RMS when the caller wants none
     if (!inv) scratch.resize(static_cast<std::size_t>(rows.tokens));
     set_dim(invb.dims[0], rows.tokens, inv ? inv->strides[0] : 1, "inverse_rms' stride");
     static const std::int32_t kZeroId = 0;
     const std::int32_t *id_data = p.takes_ids ? ids : !p.ids_from_sizes.empty() ? p.ids_from_sizes.data() : &kZeroId;
     set_dim(idsb.dims[0], rows.tokens, id_data == &kZeroId ? 0 : 1, "tokens");
-    xb.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(rows.data));
+    xb.buffer.host = rows.copied ? x_copy.data() : static_cast<std::uint8_t *>(const_cast<void *>(x.data));
     scaleb.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<float *>(norm.scale.data()));
     idsb.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<std::int32_t *>(id_data));
     phib.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(phi.data));

@@ -237,6 +237,18 @@ magi2norm_status magi2norm_norm_backward_saved(const magi2norm_norm *norm, const
     });
 }
 
+magi2norm_status magi2norm_norm_mhc_logits(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                           const magi2norm_grouping *grouping, const magi2norm_tensor *phi,
+                                           const magi2norm_tensor *logits, const magi2norm_tensor *inverse_rms) {
+    return guarded([&] {
+        magi2norm::MhcLogitsOptions options;
+        if (inverse_rms) options.inverse_rms = view_of(*inverse_rms, "inverse RMS");
+        required(norm, "norm").norm.mhc_logits(view_of(required(x, "input"), "input"), grouping_of(grouping),
+                                               view_of(required(phi, "phi"), "phi"), view_of(required(logits, "logits"), "logits"),
+                                               options);
+    });
+}
+
 magi2norm_status magi2norm_plan_create(const magi2norm_norm *norm, const magi2norm_tensor *x,
                                        const magi2norm_grouping *grouping, const magi2norm_tensor *out,
                                        magi2norm_dtype out_dtype, const magi2norm_stream *stream, magi2norm_plan **plan) {

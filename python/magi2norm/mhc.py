@@ -1,0 +1,67 @@
+"""magi2norm.mhc_logits: MAGI-2's hyper-connection logits, norm(flattened).to(float32) @ phi
+(vLLM-Omni's MHCHandler.compute_logits), as one fused op where the norm is this package's module
+(torch.ops.magi2norm.mhc_logits: the normalized rows never in memory, SPEC.md "The mHC logits"),
+and the plain formula elsewhere."""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import _library
+from .module import MultiModalityRMSNorm
+
+_mhc_logits_op = torch.ops.magi2norm.mhc_logits.default
+
+
+def _module_and_grouping(norm):
+    """This package's module behind `norm` (the module, its forward, or a functools.partial of
+    either with modality_dispatcher / modality_ids, as vLLM-Omni's _branch_logits passes it) and
+    the call's (group_sizes, modality_ids); None for anything else."""
+    dispatcher, ids = None, None
+    if isinstance(norm, functools.partial):
+        if len(norm.args) > 1 or set(norm.keywords) - {"modality_dispatcher", "modality_ids"}:
+            return None
+        dispatcher = norm.args[0] if norm.args else norm.keywords.get("modality_dispatcher")
+        ids = norm.keywords.get("modality_ids")
+        norm = norm.func
+    module = getattr(norm, "__self__", norm)
+    if not isinstance(module, MultiModalityRMSNorm) or (norm is not module and norm != module.forward):
+        return None
+    if module.num_modality == 1:
+        return module, None, None
+    if ids is not None:
+        return module, None, ids
+    if dispatcher is None:
+        return None  # the module raises its own error on the formula's path
+    return module, dispatcher.group_size, None
+
+
+def _fused_applies(module, flattened: torch.Tensor, phi: torch.Tensor) -> bool:
+    """The op's case: the mHC norm (one pattern) to FP32 on CPU tensors of the library's dtypes,
+    rows of D = S*C, phi [D, N] FP32, and no gradient wanted (the op has no autograd)."""
+    wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (flattened, phi, module.weight))
+    rows = flattened.shape[1:].numel() if flattened.dim() in (2, 3) else -1
+    return (not wants_grad and module.num_patterns == 1
+            and (module.out_dtype or flattened.dtype) == torch.float32
+            and flattened.dtype in _library.KERNEL_DTYPES and module.weight.dtype in _library.KERNEL_DTYPES
+            and rows == module.dim and phi.dim() == 2 and phi.shape[0] == module.dim and phi.shape[1] >= 1
+            and phi.dtype == torch.float32
+            and flattened.device.type == "cpu" and phi.device.type == "cpu" and module.weight.device.type == "cpu")
+
+
+def mhc_logits(flattened: torch.Tensor, norm, phi: torch.Tensor) -> torch.Tensor:
+    """The FP32 logits [T, N] of `flattened` [T, S*C] (or [T, S, C]) normed by `norm` and
+    multiplied by `phi` [S*C, N]: compute_logits' arguments. Fused when `norm` is this package's
+    module (or a functools.partial of it) and no gradient is wanted; else norm(flattened)'s FP32
+    value @ phi, with autograd."""
+    found = _module_and_grouping(norm)
+    if found is None or not _fused_applies(found[0], flattened, phi):
+        rows = flattened.reshape(flattened.shape[0], -1) if flattened.dim() == 3 else flattened
+        return norm(rows).to(torch.float32) @ phi
+    module, group_sizes, modality_ids = found
+    try:
+        return _mhc_logits_op(flattened, module.weight, phi, group_sizes, modality_ids, module.dim, float(module.eps),
+                              module.num_modality)[0]
+    except RuntimeError as error:
+        _library.raise_library_error(error)
