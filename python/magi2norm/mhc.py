@@ -65,3 +65,31 @@ def mhc_logits(flattened: torch.Tensor, norm, phi: torch.Tensor) -> torch.Tensor
                               module.num_modality)[0]
     except RuntimeError as error:
         _library.raise_library_error(error)
+
+
+def _fused_compute_logits(handler, flattened: torch.Tensor, norm, phi_fused: torch.Tensor):
+    """vLLM-Omni's MHCHandler.compute_logits with the norm and its product fused where they can
+    be: the same checks, split and shapes (pre [T, S], post [T, S], residual [T, S, S])."""
+    streams = handler.num_streams
+    if flattened.ndim != 2 or flattened.shape[-1] != streams * handler.hidden_size:
+        raise ValueError("invalid flattened mHC shape")
+    if handler.dtype == torch.float32:
+        fused = mhc_logits(flattened, norm, phi_fused)
+    else:
+        fused = norm(flattened).to(handler.dtype) @ phi_fused
+    pre, post, residual = torch.split(fused, (streams, streams, streams * streams), dim=-1)
+    return pre, post, residual.view(-1, streams, streams)
+
+
+def install_mhc_logits(model: torch.nn.Module) -> int:
+    """Gives every mHC handler the model's modules hold (an attribute with compute_logits,
+    num_streams and hidden_size, as vLLM-Omni's MHCHandler) the fused compute_logits; returns how
+    many. Its norm calls fuse where the norm is this package's module (swap those in first)."""
+    handlers = {}
+    for module in model.modules():
+        for value in vars(module).values():
+            if all(hasattr(value, a) for a in ("compute_logits", "num_streams", "hidden_size", "dtype")):
+                handlers[id(value)] = value
+    for handler in handlers.values():
+        handler.compute_logits = functools.partial(_fused_compute_logits, handler)
+    return len(handlers)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import magi2norm
-from upstream import UpstreamDispatcher, UpstreamNorm
+from upstream import UpstreamDispatcher, UpstreamMHCHandler, UpstreamNorm
 
 S, C, N = 4, 96, 24
 D = S * C
@@ -110,3 +110,28 @@ def test_bad_input_raises_the_librarys_error():
         torch.ops.magi2norm.mhc_logits(x, w, phi.bfloat16(), None, None, D, 1e-6, 1)
     with pytest.raises(RuntimeError, match=r"magi2norm.Error: shape: .*mhc_logits: x"):
         torch.ops.magi2norm.mhc_logits(x[:, :-1], w, phi, None, None, D, 1e-6, 1)
+
+
+def test_install_gives_the_models_handlers_the_fused_logits():
+    """A layer holding upstream's handler and this package's mHC norm: after install_mhc_logits its
+    compute_logits runs the op and returns upstream's split and shapes, within L1 of float64."""
+    module, _, x, _, mapping = setup(3)
+    phi = torch.randn(D, S + S + S * S, generator=torch.Generator().manual_seed(3)) * 0.05
+    layer = torch.nn.Module()
+    layer.norm = module
+    layer.mhc = UpstreamMHCHandler(S, C)
+    dispatcher = UpstreamDispatcher(mapping, 3)
+    xd = dispatcher.permute(x)
+    norm = functools.partial(module, modality_dispatcher=dispatcher)
+    with torch.no_grad():
+        expected = layer.mhc.compute_logits(xd, norm, phi)
+        assert magi2norm.install_mhc_logits(layer) == 1
+        got = layer.mhc.compute_logits(xd, norm, phi)
+        assert magi2norm.last_variant() == "magi2_norm_cpu_mhc_logits_bf16"
+    assert [t.shape for t in got] == [(x.shape[0], S), (x.shape[0], S), (x.shape[0], S, S)]
+    logits = torch.cat([got[0], got[1], got[2].flatten(1)], dim=1)
+    assert_l1(logits, oracle_rows(module, xd, dispatcher.permute(mapping)), phi)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="invalid flattened mHC shape"):
+        layer.mhc.compute_logits(xd[:, :-1], norm, phi)

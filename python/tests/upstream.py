@@ -47,3 +47,19 @@ class UpstreamNorm(nn.Module):
             parts = modality_dispatcher.dispatch(n)
             result = modality_dispatcher.undispatch(*(p * (weights[i] + 1.0) for i, p in enumerate(parts)))
         return result.to(self.out_dtype or original_dtype)
+
+
+class UpstreamMHCHandler:
+    """vLLM-Omni's MHCHandler's logits step: norm(flattened) in the handler's dtype times phi, split
+    into pre [T, S], post [T, S] and residual [T, S, S]."""
+
+    def __init__(self, num_streams, hidden_size, dtype=torch.float32):
+        self.num_streams, self.hidden_size, self.dtype = num_streams, hidden_size, dtype
+
+    def compute_logits(self, flattened, norm, phi_fused):
+        if flattened.ndim != 2 or flattened.shape[-1] != self.num_streams * self.hidden_size:
+            raise ValueError("invalid flattened mHC shape")
+        fused = norm(flattened).to(self.dtype) @ phi_fused
+        s = self.num_streams
+        pre, post, residual = torch.split(fused, (s, s, s * s), dim=-1)
+        return pre, post, residual.view(-1, s, s)

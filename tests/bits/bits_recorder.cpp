@@ -1,5 +1,5 @@
 // The bits recorder: a fixed set of calls (forward and backward, every CPU family and form, every
-// grouping form) whose outputs' digests must equal the committed ones (digests.txt) on every
+// grouping form, and the mHC logits, on the CPU targets only) whose outputs' digests must equal the committed ones (digests.txt) on every
 // target: each CPU ISA the machine has, forced in turn, and OpenCL. A change that moves any output
 // bit shows here, call by call; a target that computes with another arithmetic fails.
 //
@@ -154,6 +154,7 @@ struct Run {
 struct Call {
     std::string name;
     std::function<std::uint64_t(const Run &)> run;
+    bool cpu_only = false;  // an operation with CPU variants only (the mHC logits)
 };
 
 std::uint64_t seed_of(const std::string &name) {
@@ -274,6 +275,25 @@ Call backward_call(const std::string &name, Shape shape, DType in, DType dy_type
             }};
 }
 
+// The mHC logits of x [T, D] with phi [D, N] FP32: the logits, then the inverse RMS.
+Call mhc_logits_call(const std::string &name, Shape shape, DType in, std::int64_t columns) {
+    return {name,
+            [=](const Run &run) {
+                Inputs inputs = make_inputs(name, shape, in, DType::f32);
+                const std::int64_t dim = shape.x.back(), tokens = shape.x.front();
+                Buffer phi(DType::f32, dim * columns), logits(DType::f32, tokens * columns), inv(DType::f32, tokens);
+                phi.fill(values(dim * columns, columns, seed_of(name) ^ 3));
+                magi2norm::MhcLogitsOptions options;
+                options.num_threads = run.threads;
+                options.inverse_rms = magi2norm::TensorView(inv.bytes.get(), DType::f32, {tokens});
+                inputs.norm.mhc_logits(magi2norm::ConstTensorView(inputs.x.bytes.get(), in, shape.x, shape.strides()), inputs.grouping(),
+                                       magi2norm::ConstTensorView(phi.bytes.get(), DType::f32, {dim, columns}),
+                                       magi2norm::TensorView(logits.bytes.get(), DType::f32, {tokens, columns}), options);
+                return logits.digest(inv.digest());
+            },
+            true};
+}
+
 std::vector<Call> calls() {
     using G = Grouping::Kind;
     const DType f32 = DType::f32, bf16 = DType::bf16, f16 = DType::f16;
@@ -317,6 +337,10 @@ std::vector<Call> calls() {
     c.push_back(backward_call("backward/broadcast/T6_1_D96_P4", {{6, 1, 96}, 1, 4}, bf16, bf16, bf16));
     c.push_back(backward_call("backward/tiny/T5_D1", {{5, 1}}, f32, f32, f32));
     c.push_back(backward_call("backward/large/T512_D3072", {{512, 3072}}, bf16, bf16, bf16));
+    // The mHC logits: the model's case, other dtypes, odd D and N, every grouping, strided rows.
+    c.push_back(mhc_logits_call("mhc_logits/bf16/T21_D12288_N24_M3_sizes", {{21, 12288}, 3, 1, G::sizes}, bf16, 24));
+    c.push_back(mhc_logits_call("mhc_logits/f32/T9_D300_N7_M2_ids", {{9, 300}, 2, 1, G::ids, 4}, f32, 7));
+    c.push_back(mhc_logits_call("mhc_logits/f16/T3_D33_N64", {{3, 33}}, f16, 64));
     return c;
 }
 
@@ -515,6 +539,12 @@ int main(int argc, char **argv) {
         std::vector<Call> all = calls();
         for (Call &c : golden_calls()) all.push_back(std::move(c));
         for (Call &c : random_calls(random)) all.push_back(std::move(c));
+        if (backend != Backend::cpu) {  // the CPU-only calls are neither run nor expected here
+            for (const Call &c : all) {
+                if (c.cpu_only) expected.erase(c.name);
+            }
+            all.erase(std::remove_if(all.begin(), all.end(), [](const Call &c) { return c.cpu_only; }), all.end());
+        }
         const auto digests = digests_of(all, backend, failures);
         if (backend == Backend::cpu && hook_calls == 0) {
             std::printf("the forced ISA never reached the variants' dispatch\n");

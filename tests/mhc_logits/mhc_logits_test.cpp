@@ -2,7 +2,8 @@
 // grouping form and weight, on the cases random data misses (constant rows against constant
 // columns, rows whose mean square is near eps, special values); the inverse RMS equal to the norm
 // forward's bit for bit; L2 (the same bits across thread counts, grouping forms, x's form and
-// every stride); bad input refused with nothing written.
+// every stride; across CPU ISAs the bits recorder's mhc_logits calls show it, tests/bits); bad
+// input refused with nothing written.
 #include <gtest/gtest.h>
 
 #include <cmath>
