@@ -78,6 +78,7 @@ set(MAGI2NORM_GENERATOR_SOURCES
     abi/kernel_abi.h
     generators/cuda_rounding.h
     generators/float_codecs.h
+    generators/magi2_mhc_logits_backward_generator.cpp
     generators/magi2_mhc_logits_generator.cpp
     generators/magi2_norm_backward_generator.cpp
     generators/magi2_norm_generator.cpp
@@ -85,6 +86,8 @@ set(MAGI2NORM_GENERATOR_SOURCES
     schedules/backward_stages.h
     schedules/cpu_backward_schedule.cpp
     schedules/cpu_backward_schedule.h
+    schedules/cpu_mhc_logits_backward_schedule.cpp
+    schedules/cpu_mhc_logits_backward_schedule.h
     schedules/cpu_mhc_logits_schedule.cpp
     schedules/cpu_mhc_logits_schedule.h
     schedules/cpu_schedule.cpp
@@ -243,8 +246,9 @@ endfunction()
 #   backward, whose dx rows may add several dy rows (singleton-head broadcasting); backward_single,
 #   one dy row a dx row (sums_rows=false, every other call), family "_single";
 # - mhc_logits (generator magi2_mhc_logits, one variant per x dtype, the logits FP32): the mHC
-#   norm fused with its product with phi (SPEC.md, "The mHC logits"), family "_mhc_logits", CPU
-#   only so far.
+#   norm fused with its product with phi (SPEC.md, "The mHC logits"), family "_mhc_logits";
+#   mhc_logits_backward (generator magi2_mhc_logits_backward), its dy and dphi, family
+#   "_mhc_logits_backward"; CPU only so far.
 # The family is named FAMILY (default: the backend, "cuda<nn>" for CUDA), plus "_t<n>" for class
 # n of a tuning record and "_streaming" for outputs (the forward's y, the backward's dx) written
 # with streaming stores in pieces of MAGI2NORM_STREAMING_ALIGNMENT bytes, the output aligned to
@@ -301,8 +305,8 @@ function(magi2norm_add_variants)
     # The dtypes, as in_y_dx: the forward's x and y (dx is x, unused), the backward's x, dy, dx.
     set(dtypes "")
     set(generator magi2_norm)  # the generator, whose name begins each variant's
-    if (ARG_FORM STREQUAL "mhc_logits")
-        set(generator magi2_mhc_logits)
+    if (ARG_FORM MATCHES "^mhc_logits")
+        set(generator magi2_${ARG_FORM})
         foreach (in_type IN LISTS MAGI2NORM_DTYPES)
             list(APPEND dtypes ${in_type}_f32_${in_type})
         endforeach ()
@@ -361,13 +365,13 @@ function(magi2norm_add_variants)
         if (alignment)
             message(FATAL_ERROR "magi2norm_add_variants: streaming backward variants are of the backward_single form")
         endif ()
-    elseif (ARG_FORM STREQUAL "mhc_logits")
+    elseif (ARG_FORM MATCHES "^mhc_logits")
         if (alignment OR NOT ARG_BACKEND STREQUAL "cpu")
-            message(FATAL_ERROR "magi2norm_add_variants: the mhc_logits form is a CPU form with ordinary stores")
+            message(FATAL_ERROR "magi2norm_add_variants: the ${ARG_FORM} form is a CPU form with ordinary stores")
         endif ()
-        set(family ${family}_mhc_logits)
+        set(family ${family}_${ARG_FORM})
     elseif (NOT ARG_FORM STREQUAL "elements")
-        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row, inverse_rms, backward, backward_single or mhc_logits, not ${ARG_FORM}")
+        message(FATAL_ERROR "magi2norm_add_variants: FORM is elements, paired_words, one_row, inverse_rms, backward, backward_single, mhc_logits or mhc_logits_backward, not ${ARG_FORM}")
     endif ()
     set(isa any)
     if (ARG_NATIVE_BF16)
@@ -394,7 +398,7 @@ function(magi2norm_add_variants)
         if (generator STREQUAL "magi2_norm")
             set(name "${generator}_${family}_${in_type}_${out_type}")
             set(params in_type=${in_type} out_type=${out_type} ${ARG_PARAMS})
-        elseif (generator STREQUAL "magi2_mhc_logits")
+        elseif (generator MATCHES "^magi2_mhc_logits")
             set(name "magi2_norm_${family}_${in_type}")
             set(params in_type=${in_type} ${ARG_PARAMS})
         else ()

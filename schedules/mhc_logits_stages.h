@@ -35,4 +35,21 @@ struct MhcLogitsStages {
     int in_bytes = 4;
 };
 
+// The backward's stages (generators/magi2_mhc_logits_backward_generator.cpp).
+struct MhcLogitsBackwardStages {
+    Halide::Var d{"d"}, t{"t"}, j{"j"};
+
+    Halide::Func dy;        // (d, t): the output's gradient for the norm's backward, FP32
+    Halide::Func dphi;      // (j, d): phi's gradient, FP32
+    Halide::Func dy_sum;    // (d, t): FP64, an update over `over_columns`
+    Halide::Func dphi_sum;  // (j, d): FP64, an update over `over_tokens`
+    Halide::Func y64;       // (d, t): the forward's normalized row, widened (exact)
+    Halide::Func g64, phi64;  // (j, t), (d, j): G and phi widened (exact)
+    Halide::Func modality;  // (t)
+    Halide::RDom over_columns, over_tokens;
+
+    Halide::Expr dim, columns, tokens;
+    Halide::Expr phi_column_stride;
+};
+
 }  // namespace magi2norm::schedules

@@ -1,6 +1,6 @@
 // The torch ops magi2norm::forward, ::normalize, ::normalize_out and ::backward on the LibTorch
-// stable ABI, for CPU and CUDA tensors, and ::mhc_logits (the mHC norm fused with its product with
-// phi, SPEC.md "The mHC logits") for CPU tensors. Their fake kernels and autograd are registered from
+// stable ABI, for CPU and CUDA tensors, and ::mhc_logits and ::mhc_logits_backward (the mHC norm
+// fused with its product with phi, SPEC.md "The mHC logits") for CPU tensors. Their fake kernels and autograd are registered from
 // Python (magi2norm/ops.py); these are the real kernels, with nothing per call in Python.
 //
 // out_dtype is the library's dtype code (0 float32, 1 bfloat16, 2 float16; None: x's dtype), not
@@ -164,6 +164,30 @@ std::tuple<Tensor, Tensor> mhc_logits(Tensor x, Tensor weight, Tensor phi, std::
     rethrow(e);
 }
 
+// (dx, dweight, dphi) of mhc_logits for dlogits, from the forward's inverse RMS: dx in x's dtype,
+// dweight in the weight's, dphi FP32.
+std::tuple<Tensor, Tensor, Tensor> mhc_logits_backward(Tensor dlogits, Tensor x, Tensor weight, Tensor phi, Tensor inverse_rms,
+                                                       std::optional<Tensor> group_sizes, std::optional<Tensor> modality_ids,
+                                                       std::int64_t dim, double eps, std::int64_t num_modality) try {
+    std::optional<Tensor> held;
+    const magi2norm::Grouping grouping = grouping_of(x, group_sizes, modality_ids, held);
+    const auto norm = norm_for(weight, config_of(dim, eps, num_modality, 1));
+    const Tensor g = dlogits.scalar_type() == ScalarType::Float ? dlogits : torch::stable::to(dlogits, ScalarType::Float);
+    Tensor dx = new_tensor(x, {x.sizes().begin(), x.sizes().end()}, x.scalar_type());
+    Tensor dweight = torch::stable::new_empty(weight, {weight.sizes().begin(), weight.sizes().end()}, weight.scalar_type());
+    Tensor dphi = torch::stable::new_empty(phi, {phi.sizes().begin(), phi.sizes().end()}, ScalarType::Float);
+    magi2norm::BackwardOptions options;
+    options.dx_dtype = dtype_of(x.scalar_type(), "x");
+    options.parallel_loop = torch_parallel_loop();
+    options.num_threads = torch_num_threads();
+    options.inverse_rms = view_of(inverse_rms, "inverse_rms");
+    norm->mhc_logits_backward(view_of(x, "x"), grouping, view_of(phi, "phi"), view_of(g, "dlogits"), view_of(dx, "dx"),
+                              view_of(dweight, "dweight"), view_of(dphi, "dphi"), options);
+    return {dx, dweight, dphi};
+} catch (const magi2norm::Error &e) {
+    rethrow(e);
+}
+
 }  // namespace
 
 }  // namespace magi2norm_torch
@@ -179,6 +203,8 @@ STABLE_TORCH_LIBRARY(magi2norm, m) {
           "Tensor? modality_ids, int dim, float eps, int num_modality, int num_patterns) -> (Tensor, Tensor)");
     m.def("mhc_logits(Tensor x, Tensor weight, Tensor phi, Tensor? group_sizes, Tensor? modality_ids, int dim, "
           "float eps, int num_modality) -> (Tensor, Tensor)");
+    m.def("mhc_logits_backward(Tensor dlogits, Tensor x, Tensor weight, Tensor phi, Tensor inverse_rms, "
+          "Tensor? group_sizes, Tensor? modality_ids, int dim, float eps, int num_modality) -> (Tensor, Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(magi2norm, CPU, m) {
@@ -187,6 +213,7 @@ STABLE_TORCH_LIBRARY_IMPL(magi2norm, CPU, m) {
     m.impl("normalize_out", TORCH_BOX(&magi2norm_torch::normalize_out));
     m.impl("backward", TORCH_BOX(&magi2norm_torch::backward));
     m.impl("mhc_logits", TORCH_BOX(&magi2norm_torch::mhc_logits));
+    m.impl("mhc_logits_backward", TORCH_BOX(&magi2norm_torch::mhc_logits_backward));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(magi2norm, CUDA, m) {

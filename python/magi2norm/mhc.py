@@ -1,7 +1,7 @@
 """magi2norm.mhc_logits: MAGI-2's hyper-connection logits, norm(flattened).to(float32) @ phi
 (vLLM-Omni's MHCHandler.compute_logits), as one fused op where the norm is this package's module
-(torch.ops.magi2norm.mhc_logits: the normalized rows never in memory, SPEC.md "The mHC logits"),
-and the plain formula elsewhere."""
+(torch.ops.magi2norm.mhc_logits and its backward op: the normalized rows never in memory,
+SPEC.md "The mHC logits"), and the plain formula elsewhere."""
 from __future__ import annotations
 
 import functools
@@ -39,10 +39,10 @@ def _module_and_grouping(norm):
 
 def _fused_applies(module, flattened: torch.Tensor, phi: torch.Tensor) -> bool:
     """The op's case: the mHC norm (one pattern) to FP32 on CPU tensors of the library's dtypes,
-    rows of D = S*C, phi [D, N] FP32, and no gradient wanted (the op has no autograd)."""
+    rows of D = S*C, phi [D, N] FP32; where a gradient is wanted, [T, D] rows (the backward op's)."""
     wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (flattened, phi, module.weight))
     rows = flattened.shape[1:].numel() if flattened.dim() in (2, 3) else -1
-    return (not wants_grad and module.num_patterns == 1
+    return ((not wants_grad or flattened.dim() == 2) and module.num_patterns == 1
             and (module.out_dtype or flattened.dtype) == torch.float32
             and flattened.dtype in _library.KERNEL_DTYPES and module.weight.dtype in _library.KERNEL_DTYPES
             and rows == module.dim and phi.dim() == 2 and phi.shape[0] == module.dim and phi.shape[1] >= 1
@@ -52,9 +52,9 @@ def _fused_applies(module, flattened: torch.Tensor, phi: torch.Tensor) -> bool:
 
 def mhc_logits(flattened: torch.Tensor, norm, phi: torch.Tensor) -> torch.Tensor:
     """The FP32 logits [T, N] of `flattened` [T, S*C] (or [T, S, C]) normed by `norm` and
-    multiplied by `phi` [S*C, N]: compute_logits' arguments. Fused when `norm` is this package's
-    module (or a functools.partial of it) and no gradient is wanted; else norm(flattened)'s FP32
-    value @ phi, with autograd."""
+    multiplied by `phi` [S*C, N]: compute_logits' arguments, with autograd. Fused (forward and
+    backward) when `norm` is this package's module (or a functools.partial of it); else
+    norm(flattened)'s FP32 value @ phi."""
     found = _module_and_grouping(norm)
     if found is None or not _fused_applies(found[0], flattened, phi):
         rows = flattened.reshape(flattened.shape[0], -1) if flattened.dim() == 3 else flattened

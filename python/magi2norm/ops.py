@@ -10,8 +10,9 @@ autograd:
   num_modality, num_patterns) -> (dx, dweight);
 - magi2norm::mhc_logits(x, weight, phi, group_sizes, modality_ids, dim, eps, num_modality) ->
   (logits, inverse_rms): the mHC norm (P = 1) fused with its product with phi [D, N] FP32, x
-  [T, D] or [T, S, C], logits [T, N] FP32 (SPEC.md, "The mHC logits"); CPU tensors, no autograd
-  (magi2norm.mhc_logits takes the plain formula where gradients are wanted).
+  [T, D] or [T, S, C], logits [T, N] FP32 (SPEC.md, "The mHC logits"), and
+  magi2norm::mhc_logits_backward(dlogits, x, weight, phi, inverse_rms, group_sizes, modality_ids,
+  dim, eps, num_modality) -> (dx, dweight, dphi), its autograd; CPU tensors.
 
 inverse_rms is FP32, y's shape without its last axis: each row's 1 / sqrt(mean square + eps), the
 value y was scaled by, bit for bit; the backward takes it instead of summing the rows' squares
@@ -75,6 +76,28 @@ def _backward_fake(dy, x, weight, inverse_rms, group_sizes, modality_ids, dim, e
 @torch.library.register_fake("magi2norm::mhc_logits")
 def _mhc_logits_fake(x, weight, phi, group_sizes, modality_ids, dim, eps, num_modality):
     return x.new_empty((x.shape[0], phi.shape[1]), dtype=torch.float32), x.new_empty((x.shape[0],), dtype=torch.float32)
+
+
+@torch.library.register_fake("magi2norm::mhc_logits_backward")
+def _mhc_logits_backward_fake(dlogits, x, weight, phi, inverse_rms, group_sizes, modality_ids, dim, eps, num_modality):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape), phi.new_empty(phi.shape, dtype=torch.float32)
+
+
+def _setup_mhc_logits(ctx, inputs, output):
+    x, weight, phi, group_sizes, modality_ids = inputs[:5]
+    ctx.save_for_backward(x, weight, phi, output[1], group_sizes, modality_ids)
+    ctx.parameters = inputs[5:8]
+
+
+def _mhc_logits_gradients(ctx, dlogits, _inverse_rms_grad):
+    x, weight, phi, inverse_rms, group_sizes, modality_ids = ctx.saved_tensors
+    dx, dweight, dphi = torch.ops.magi2norm.mhc_logits_backward(dlogits, x, weight, phi, inverse_rms, group_sizes, modality_ids,
+                                                                *ctx.parameters)
+    return dx, dweight, dphi, None, None, None, None, None
+
+
+# The inverse RMS output's gradient is not taken (it is not differentiable).
+torch.library.register_autograd("magi2norm::mhc_logits", _mhc_logits_gradients, setup_context=_setup_mhc_logits)
 
 
 _NO_GRADIENTS = (None,) * 7  # group_sizes, modality_ids and the five parameters

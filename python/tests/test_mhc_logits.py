@@ -75,15 +75,29 @@ def test_ids_streams_and_partials_give_the_same_bits():
         assert torch.equal(by_sizes, other)
 
 
-def test_the_formula_where_gradients_are_wanted_or_the_norm_is_another():
+@pytest.mark.parametrize("num_modality", [1, 3])
+def test_gradients_through_the_backward_op_as_the_formulas(num_modality):
+    """Autograd of the fused call (magi2norm::mhc_logits_backward) against upstream's formula's:
+    x's, the weight's and phi's gradients; the last variant the backward op's."""
+    module, upstream, x, phi, mapping = setup(num_modality, torch.float32)
+    dispatcher = UpstreamDispatcher(mapping, num_modality)
+    xd = dispatcher.permute(x) if num_modality > 1 else x
+    norm = functools.partial(module, modality_dispatcher=dispatcher) if num_modality > 1 else module
+    dlogits = torch.randn(x.shape[0], N, generator=torch.Generator().manual_seed(2))
+    grads = []
+    for fn, weight in ((lambda a, p: magi2norm.mhc_logits(a, norm, p), module.weight),
+                       (lambda a, p: upstream(a, dispatcher if num_modality > 1 else None).float() @ p, upstream.weight)):
+        a, p = xd.clone().requires_grad_(True), phi.clone().requires_grad_(True)
+        weight.grad = None
+        fn(a, p).backward(dlogits)
+        grads.append((a.grad, weight.grad, p.grad))
+    assert magi2norm.last_variant().startswith("magi2_norm_backward_cpu")
+    for ours, theirs, what in zip(grads[0], grads[1], ("dx", "dweight", "dphi")):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5, msg=what)
+
+
+def test_the_formula_where_the_norm_is_another():
     module, upstream, x, phi, mapping = setup(1, torch.float32)
-    phi.requires_grad_(True)
-    logits = magi2norm.mhc_logits(x, module, phi)
-    logits.sum().backward()
-    expected_phi = phi.grad.clone()
-    phi.grad = None
-    (upstream(x).float() @ phi).sum().backward()
-    torch.testing.assert_close(expected_phi, phi.grad, rtol=1e-5, atol=1e-5)
     with torch.no_grad():
         assert torch.allclose(magi2norm.mhc_logits(x, upstream, phi), upstream(x).float() @ phi)
 
@@ -94,6 +108,12 @@ def test_opcheck_and_compile():
     w = module.weight.detach()
     torch.library.opcheck(torch.ops.magi2norm.mhc_logits.default, (x, w, phi, sizes, None, D, 1e-6, 3))
     torch.library.opcheck(torch.ops.magi2norm.mhc_logits.default, (x.view(-1, S, C), w, phi, None, mapping, D, 1e-6, 3))
+    torch.library.opcheck(torch.ops.magi2norm.mhc_logits.default,
+                          (x.float().requires_grad_(True), w.clone().requires_grad_(True), phi.clone().requires_grad_(True),
+                           sizes, None, D, 1e-6, 3))
+    _, inv = torch.ops.magi2norm.mhc_logits(x, w, phi, sizes, None, D, 1e-6, 3)
+    torch.library.opcheck(torch.ops.magi2norm.mhc_logits_backward.default,
+                          (torch.randn(x.shape[0], N), x, w, phi, inv, sizes, None, D, 1e-6, 3))
     logits, inverse_rms = torch.ops.magi2norm.mhc_logits(x, w, phi, sizes, None, D, 1e-6, 3)
     _, forward_inverse_rms = torch.ops.magi2norm.forward(x, w, sizes, None, D, 1e-6, 3, 1, 0)
     assert torch.equal(inverse_rms, forward_inverse_rms)

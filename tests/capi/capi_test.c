@@ -381,9 +381,46 @@ static void test_mhc_logits(void) {
     magi2norm_norm_destroy(norm);
 }
 
+/* The backward of test_mhc_logits' logits for dlogits = [[1, 0], [0, 0]]: dphi = y_rows[0] in
+ * column 0 (1.5, -1, 0.75, -2), 0 elsewhere; dx and dweight the norm's for dy = phi's column 0,
+ * (1, 0, 1, 2), in row 0 (n = (1, -1, 1, -1), g = dy (w + 1) = (1.5, 0, 0.75, 4), mean(g n) =
+ * -0.4375, dx = (g - n mean(g n)) / 2; dweight = dy n) and 0 in row 1. Without the inverse RMS:
+ * refused. */
+static void test_mhc_logits_backward(void) {
+    magi2norm_norm *norm = NULL;
+    static const int64_t shape_4x2[2] = {4, 2};
+    static const int64_t shape_2x2[2] = {2, 2};
+    static const int64_t two[1] = {2};
+    static const int64_t four[1] = {4};
+    static const float phi[8] = {1, 0, 0, 1, 1, 1, 2, 0};
+    static const float dlogits[4] = {1, 0, 0, 0};
+    static const float inv[2] = {0.5f, 0.4f};
+    float dx[8] = {0}, dweight[4] = {0}, dphi[8] = {0};
+    int d;
+    magi2norm_tensor x = tensor(x_rows, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor phi_t = tensor(phi, MAGI2NORM_F32, 2, shape_4x2, NULL);
+    magi2norm_tensor g_t = tensor(dlogits, MAGI2NORM_F32, 2, shape_2x2, NULL);
+    magi2norm_tensor inv_t = tensor(inv, MAGI2NORM_F32, 1, two, NULL);
+    magi2norm_tensor dx_t = tensor(dx, MAGI2NORM_F32, 2, shape_2x4, NULL);
+    magi2norm_tensor dw_t = tensor(dweight, MAGI2NORM_F32, 1, four, NULL);
+    magi2norm_tensor dphi_t = tensor(dphi, MAGI2NORM_F32, 2, shape_4x2, NULL);
+
+    CHECK(magi2norm_norm_create(4, 0.0f, 1, 1, MAGI2NORM_DTYPE_UNSET, weight, MAGI2NORM_F32, 4, &norm) == MAGI2NORM_OK);
+    CHECK(magi2norm_norm_mhc_logits_backward(norm, &x, NULL, &phi_t, &g_t, NULL, &dx_t, &dw_t, &dphi_t, MAGI2NORM_DTYPE_UNSET, 0) ==
+          MAGI2NORM_ERROR_NULL_DATA);
+    CHECK(magi2norm_norm_mhc_logits_backward(norm, &x, NULL, &phi_t, &g_t, &inv_t, &dx_t, &dw_t, &dphi_t, MAGI2NORM_DTYPE_UNSET, 0) ==
+          MAGI2NORM_OK);
+    for (d = 0; d < 4; ++d) CHECK(close_to(dphi[2 * d], y_rows[0][d]) && dphi[2 * d + 1] == 0.0f);
+    for (d = 0; d < 4; ++d) CHECK(dx[4 + d] == 0.0f);
+    CHECK(close_to(dx[0], 0.96875f) && close_to(dx[1], -0.21875f) && close_to(dx[2], 0.59375f) && close_to(dx[3], 1.78125f));
+    CHECK(dweight[0] == 1.0f && dweight[1] == 0.0f && dweight[2] == 1.0f && dweight[3] == -2.0f);
+    magi2norm_norm_destroy(norm);
+}
+
 int main(void) {
     test_forward();
     test_mhc_logits();
+    test_mhc_logits_backward();
     test_backward();
     test_training();
     test_grouping();

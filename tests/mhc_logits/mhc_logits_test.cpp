@@ -2,14 +2,17 @@
 // grouping form and weight, on the cases random data misses (constant rows against constant
 // columns, rows whose mean square is near eps, special values); the inverse RMS equal to the norm
 // forward's bit for bit; L2 (the same bits across thread counts, grouping forms, x's form and
-// every stride; across CPU ISAs the bits recorder's mhc_logits calls show it, tests/bits); bad
-// input refused with nothing written.
+// every stride; across CPU ISAs the bits recorder's mhc_logits calls show it, tests/bits); the
+// backward (L3: dphi against float64, dx and dweight the norm's backward of G phi^T); bad input
+// refused with nothing written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -269,6 +272,137 @@ TEST(MhcLogitsDeterminism, SameBitsAcrossThreadsGroupingFormsAndStrides) {
     // A token's logits do not depend on the other tokens of the call.
     const Call one = run(norm, {x.bits.data() + 20 * D, DType::bf16, {1, D}}, Grouping::sizes({0, 0, 1}), phi_dense, 1, N);
     EXPECT_EQ(0, std::memcmp(one.logits.data(), base.logits.data() + 20 * N, N * sizeof(float))) << "token 20 alone";
+}
+
+// The backward's problem: x, a norm, phi, G and the forward's inverse RMS.
+struct Backward {
+    std::int64_t T, D, N, M;
+    Input x;
+    std::vector<float> phi, g, inverse_rms, weight;
+    magi2norm::RMSNorm norm;
+    Backward(DType dtype, std::int64_t t, std::int64_t d, std::int64_t n, std::int64_t m, int seed)
+        : T(t), D(d), N(n), M(m), x(dtype, t, d), phi(static_cast<std::size_t>(d * n)), g(static_cast<std::size_t>(t * n)),
+          inverse_rms(static_cast<std::size_t>(t)), weight(static_cast<std::size_t>(m * d)), norm({d, 1e-6f, m}) {
+        contract::Rng rng(static_cast<std::uint64_t>(seed));
+        for (std::int64_t i = 0; i < t; ++i) {
+            for (std::int64_t k = 0; k < d; ++k) x.set(i, k, static_cast<float>(rng.uniform(-2, 2)));
+        }
+        for (float &v : weight) v = static_cast<float>(rng.uniform(-0.5, 0.5));
+        norm.set_weight({weight.data(), DType::f32, {m * d}});
+        for (float &v : phi) v = static_cast<float>(rng.uniform(-0.1, 0.1));
+        for (float &v : g) v = static_cast<float>(rng.uniform(-1, 1));
+    }
+    Grouping grouping(const std::vector<std::int64_t> &sizes) const { return M > 1 ? Grouping::sizes(sizes) : Grouping::none(); }
+};
+
+struct Gradients {
+    std::vector<float> dx, dweight, dphi;
+};
+
+Gradients backward_of(Backward &b, const Grouping &g, std::optional<int> threads = std::nullopt) {
+    // The forward first, for its inverse RMS (as training saves it).
+    std::vector<float> logits(static_cast<std::size_t>(b.T * b.N));
+    magi2norm::MhcLogitsOptions forward;
+    forward.inverse_rms = magi2norm::TensorView(b.inverse_rms.data(), DType::f32, {b.T});
+    b.norm.mhc_logits({b.x.data(), b.x.dtype, {b.T, b.D}}, g, {b.phi.data(), DType::f32, {b.D, b.N}}, {logits.data(), DType::f32, {b.T, b.N}},
+                      forward);
+    Gradients r{std::vector<float>(static_cast<std::size_t>(b.T * b.D)), std::vector<float>(static_cast<std::size_t>(b.M * b.D)),
+                std::vector<float>(static_cast<std::size_t>(b.D * b.N))};
+    magi2norm::BackwardOptions options;
+    options.dx_dtype = DType::f32;
+    options.num_threads = threads;
+    options.inverse_rms = magi2norm::ConstTensorView(b.inverse_rms.data(), DType::f32, {b.T});
+    b.norm.mhc_logits_backward({b.x.data(), b.x.dtype, {b.T, b.D}}, g, {b.phi.data(), DType::f32, {b.D, b.N}},
+                               {b.g.data(), DType::f32, {b.T, b.N}}, {r.dx.data(), DType::f32, {b.T, b.D}},
+                               {r.dweight.data(), DType::f32, {b.M * b.D}}, {r.dphi.data(), DType::f32, {b.D, b.N}}, options);
+    return r;
+}
+
+// SPEC's L3: dphi within 1e-5 sum_t |y64 G| of float64; dx and dweight the norm's backward of
+// dy = float32(G @ phi^T summed in FP64 in column order), as plain C++ computes it here.
+TEST(MhcLogitsBackward, DphiWithinL3AndDxDweightTheNormsBackwardOfGPhiT) {
+    for (const DType dtype : {DType::bf16, DType::f32}) {
+        Backward b(dtype, 13, 4 * 24, 24, 3, 4);
+        const std::vector<std::int64_t> sizes = {5, 0, 8};
+        const Gradients got = backward_of(b, b.grouping(sizes));
+        const std::vector<std::int64_t> modality = modalities(b.grouping(sizes), b.T);
+        const std::vector<float> &scale = b.norm.scale();
+        std::int64_t failures = 0;
+        for (std::int64_t d = 0; d < b.D; ++d) {
+            for (std::int64_t j = 0; j < b.N; ++j) {
+                double r = 0, a = 0;
+                for (std::int64_t t = 0; t < b.T; ++t) {
+                    double squares = 0;
+                    for (std::int64_t k = 0; k < b.D; ++k) squares += double(b.x.at(t, k)) * b.x.at(t, k);
+                    const double y64 = double(b.x.at(t, d)) / std::sqrt(squares / double(b.D) + 1e-6) * scale[modality[t] * b.D + d];
+                    r += y64 * b.g[t * b.N + j];
+                    a += std::fabs(y64 * b.g[t * b.N + j]);
+                }
+                failures += !(std::fabs(got.dphi[d * b.N + j] - r) <= 1e-5 * a);
+            }
+        }
+        EXPECT_EQ(failures, 0) << "dphi elements outside L3 (" << magi2norm::dtype_name(dtype) << ")";
+        std::vector<float> dy(static_cast<std::size_t>(b.T * b.D)), dx(dy.size()), dweight(static_cast<std::size_t>(b.M * b.D));
+        for (std::int64_t t = 0; t < b.T; ++t) {
+            for (std::int64_t d = 0; d < b.D; ++d) {
+                double sum = 0;
+                for (std::int64_t j = 0; j < b.N; ++j) sum += double(b.g[t * b.N + j]) * double(b.phi[d * b.N + j]);
+                dy[t * b.D + d] = static_cast<float>(sum);
+            }
+        }
+        magi2norm::BackwardOptions options;
+        options.dx_dtype = DType::f32;
+        b.norm.backward({b.x.data(), dtype, {b.T, b.D}}, {dy.data(), DType::f32, {b.T, b.D}}, b.grouping(sizes),
+                        {dx.data(), DType::f32, {b.T, b.D}}, {dweight.data(), DType::f32, {b.M * b.D}}, options);
+        EXPECT_TRUE(same_bits(got.dx, dx)) << "dx";
+        EXPECT_TRUE(same_bits(got.dweight, dweight)) << "dweight";
+    }
+}
+
+TEST(MhcLogitsDeterminism, BackwardSameBitsAcrossThreadsAndGroupingForms) {
+    Backward b(DType::bf16, 37, 2 * 40, 24, 3, 6);
+    const std::vector<std::int64_t> sizes = {10, 20, 7};
+    std::vector<std::int32_t> ids;
+    for (std::size_t m = 0; m < sizes.size(); ++m) ids.insert(ids.end(), static_cast<std::size_t>(sizes[m]), static_cast<std::int32_t>(m));
+    const Gradients one = backward_of(b, Grouping::sizes(sizes), 1);
+    for (const Gradients &other : {backward_of(b, Grouping::sizes(sizes), 2), backward_of(b, Grouping::ids(ids.data(), b.T))}) {
+        EXPECT_TRUE(same_bits(one.dphi, other.dphi) && same_bits(one.dx, other.dx) && same_bits(one.dweight, other.dweight));
+    }
+}
+
+TEST(MhcLogitsErrors, BackwardRefusedWithNothingWritten) {
+    Backward b(DType::f32, 3, 12, 4, 1, 2);
+    std::vector<float> dx(36, -3.0f), dweight(12, -3.0f), dphi(48, -3.0f);
+    std::vector<std::uint16_t> dphi16(48);
+    magi2norm::BackwardOptions options;
+    options.inverse_rms = magi2norm::ConstTensorView(b.inverse_rms.data(), DType::f32, {3});
+    const magi2norm::ConstTensorView xv{b.x.data(), DType::f32, {3, 12}}, pv{b.phi.data(), DType::f32, {12, 4}}, gv{b.g.data(), DType::f32, {3, 4}};
+    const magi2norm::TensorView dxv{dx.data(), DType::f32, {3, 12}}, dwv{dweight.data(), DType::f32, {12}}, dpv{dphi.data(), DType::f32, {12, 4}};
+    using contract::throws_error;
+    EXPECT_TRUE(throws_error([&] { b.norm.mhc_logits_backward(xv, Grouping::none(), pv, gv, dxv, dwv, dpv, {}); }, ErrorCode::config, {"inverse RMS"}));
+    EXPECT_TRUE(throws_error([&] { b.norm.mhc_logits_backward(xv, Grouping::none(), pv, {b.g.data(), DType::f32, {3, 3}}, dxv, dwv, dpv, options); },
+                             ErrorCode::shape, {"dlogits"}));
+    EXPECT_TRUE(throws_error([&] { b.norm.mhc_logits_backward(xv, Grouping::none(), pv, gv, dxv, dwv, {dphi16.data(), DType::bf16, {12, 4}}, options); },
+                             ErrorCode::dtype, {"dphi"}));
+    EXPECT_TRUE(throws_error([&] { b.norm.mhc_logits_backward(xv, Grouping::none(), pv, gv, {dx.data(), DType::f32, {3, 11}}, dwv, dpv, options); },
+                             ErrorCode::shape, {"dx"}));
+    EXPECT_TRUE(throws_error([&] { b.norm.mhc_logits_backward(xv, Grouping::none(), pv, gv, dxv, {dweight.data(), DType::f32, {11}}, dpv, options); },
+                             ErrorCode::weight, {"dweight", "weight"}));
+    for (const auto *v : {&dx, &dweight, &dphi}) {
+        EXPECT_TRUE(std::all_of(v->begin(), v->end(), [](float f) { return f == -3.0f; }));
+    }
+}
+
+TEST(MhcLogitsEdges, BackwardOfNoTokensIsZero) {
+    std::vector<float> w(8, 0.5f), phi(8 * 3, 1.0f), dweight(8, -1.0f), dphi(24, -1.0f);
+    magi2norm::RMSNorm norm({8, 1e-6f, 1}, {w.data(), DType::f32, {8}});
+    float x = 0, g = 0, inv = 0, dx = 0;
+    magi2norm::BackwardOptions options;
+    options.inverse_rms = magi2norm::ConstTensorView(&inv, DType::f32, {0});
+    norm.mhc_logits_backward({&x, DType::f32, {0, 8}}, Grouping::none(), {phi.data(), DType::f32, {8, 3}}, {&g, DType::f32, {0, 3}},
+                             {&dx, DType::f32, {0, 8}}, {dweight.data(), DType::f32, {8}}, {dphi.data(), DType::f32, {8, 3}}, options);
+    EXPECT_TRUE(std::all_of(dweight.begin(), dweight.end(), [](float f) { return f == 0.0f; }));
+    EXPECT_TRUE(std::all_of(dphi.begin(), dphi.end(), [](float f) { return f == 0.0f; }));
 }
 
 TEST(MhcLogitsEdges, NoTokensWritesNothing) {

@@ -166,6 +166,14 @@ magi2norm_status magi2norm_norm_backward_saved(const magi2norm_norm *norm, const
 magi2norm_status magi2norm_norm_mhc_logits(const magi2norm_norm *norm, const magi2norm_tensor *x,
                                            const magi2norm_grouping *grouping, const magi2norm_tensor *phi,
                                            const magi2norm_tensor *logits, const magi2norm_tensor *inverse_rms);
+/* Its gradients (magi2norm::RMSNorm::mhc_logits_backward) for dlogits [T, N] f32, from the
+ * forward's `inverse_rms` ([T] f32, required): dx (x's shape, `dx_dtype`, UNSET: x's), dweight
+ * (added to when `accumulate_dweight` is nonzero) and dphi ([D, N] f32). */
+magi2norm_status magi2norm_norm_mhc_logits_backward(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                                    const magi2norm_grouping *grouping, const magi2norm_tensor *phi,
+                                                    const magi2norm_tensor *dlogits, const magi2norm_tensor *inverse_rms,
+                                                    const magi2norm_tensor *dx, const magi2norm_tensor *dweight,
+                                                    const magi2norm_tensor *dphi, magi2norm_dtype dx_dtype, int accumulate_dweight);
 
 /* A call's geometry checked once (magi2norm::Plan): shapes, strides, dtypes, grouping, backend
  * and stream. The views' data pointers (and a grouping's ids) are not read and may be NULL.

@@ -382,6 +382,14 @@ public:
     // the same bits for any thread count, grouping form, x form and strides. CPU, host memory.
     void mhc_logits(const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi, const TensorView &logits,
                     const MhcLogitsOptions &options = {}) const;
+    // Its gradients for dlogits [T, N] FP32 (SPEC.md's L3): dphi [D, N] FP32, the sum over tokens
+    // in their order of y32 dlogits in FP64; dx (x's shape) and dweight as backward() gives them for
+    // dy = float32(dlogits @ phi^T, summed in FP64). options.inverse_rms must hold the forward's
+    // (MhcLogitsOptions::inverse_rms); x's and dx's streams one stride apart. The same bits for any
+    // thread count and grouping form. CPU, host memory.
+    void mhc_logits_backward(const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi,
+                             const ConstTensorView &dlogits, const TensorView &dx, const TensorView &dweight, const TensorView &dphi,
+                             const BackwardOptions &options) const;
 
 private:
     friend const detail::NormState &detail::norm_state_of(const RMSNorm &norm);

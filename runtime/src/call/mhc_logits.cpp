@@ -24,13 +24,7 @@ void check_int32(std::int64_t v, const char *what) {
     }
 }
 
-// x as the kernel's (d, t): its row stride along d, and its token stride; a [T, S, C] view
-// whose streams are not one stride apart along d is copied to contiguous rows (`copied`) once
-// every check has passed.
-struct Rows {
-    std::int64_t tokens = 0, d_stride = 1, t_stride = 0;
-    bool copied = false;
-};
+}  // namespace
 
 Rows rows_of(const CheckedView &x, const NormConfig &config) {
     const std::string got = "mhc_logits: x " + shape_string(x.shape);
@@ -77,7 +71,6 @@ CheckedView checked_f32(const void *data, DType dtype, const std::vector<std::in
     return v;
 }
 
-}  // namespace
 
 void run_mhc_logits(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi,
                     const TensorView &logits, const MhcLogitsOptions &options) {

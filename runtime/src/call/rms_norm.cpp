@@ -163,6 +163,12 @@ void RMSNorm::mhc_logits(const ConstTensorView &x, const Grouping &grouping, con
     detail::run_mhc_logits(state_of(state_), x, grouping, phi, logits, options);
 }
 
+void RMSNorm::mhc_logits_backward(const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi,
+                                  const ConstTensorView &dlogits, const TensorView &dx, const TensorView &dweight, const TensorView &dphi,
+                                  const BackwardOptions &options) const {
+    detail::run_mhc_logits_backward(state_of(state_), x, grouping, phi, dlogits, dx, dweight, dphi, options);
+}
+
 const detail::NormState &detail::norm_state_of(const RMSNorm &norm) { return state_of(norm.state_); }
 
 const detail::CallPlan &detail::call_plan_of(const Plan &plan) {

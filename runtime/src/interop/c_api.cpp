@@ -249,6 +249,23 @@ magi2norm_status magi2norm_norm_mhc_logits(const magi2norm_norm *norm, const mag
     });
 }
 
+magi2norm_status magi2norm_norm_mhc_logits_backward(const magi2norm_norm *norm, const magi2norm_tensor *x,
+                                                    const magi2norm_grouping *grouping, const magi2norm_tensor *phi,
+                                                    const magi2norm_tensor *dlogits, const magi2norm_tensor *inverse_rms,
+                                                    const magi2norm_tensor *dx, const magi2norm_tensor *dweight,
+                                                    const magi2norm_tensor *dphi, magi2norm_dtype dx_dtype, int accumulate_dweight) {
+    return guarded([&] {
+        magi2norm::BackwardOptions options;
+        options.dx_dtype = optional_dtype(dx_dtype, "dx");
+        options.accumulate_dweight = accumulate_dweight != 0;
+        options.inverse_rms = view_of(required(inverse_rms, "inverse RMS"), "inverse RMS");
+        required(norm, "norm").norm.mhc_logits_backward(
+            view_of(required(x, "input"), "input"), grouping_of(grouping), view_of(required(phi, "phi"), "phi"),
+            view_of(required(dlogits, "dlogits"), "dlogits"), view_of(required(dx, "dx"), "dx"),
+            view_of(required(dweight, "dweight"), "dweight"), view_of(required(dphi, "dphi"), "dphi"), options);
+    });
+}
+
 magi2norm_status magi2norm_plan_create(const magi2norm_norm *norm, const magi2norm_tensor *x,
                                        const magi2norm_grouping *grouping, const magi2norm_tensor *out,
                                        magi2norm_dtype out_dtype, const magi2norm_stream *stream, magi2norm_plan **plan) {

@@ -26,9 +26,9 @@ using KernelFn = int (*)(void **args);
 // backward's (generators/magi2_norm_backward_generator.cpp): dx rows that may add several dy rows
 // (backward: singleton-head broadcasting), or one dy row each (backward_single: every other call).
 // The mHC logits' (generators/magi2_mhc_logits_generator.cpp): the norm fused with its product
-// with phi, out the logits' FP32.
-enum class Form : std::uint8_t { elements, paired_words, one_row, inverse_rms, backward, backward_single, mhc_logits };
-constexpr int kForms = 7;
+// with phi, out the logits' FP32; and their backward's dy and dphi (mhc_logits_backward).
+enum class Form : std::uint8_t { elements, paired_words, one_row, inverse_rms, backward, backward_single, mhc_logits, mhc_logits_backward };
+constexpr int kForms = 8;
 constexpr int kForwardForms = 4;  // the forms before `backward`
 constexpr bool is_backward(Form form) { return form == Form::backward || form == Form::backward_single; }
 
