@@ -226,18 +226,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     c.dx_dtype = in.flag() ? MAGI2NORM_DTYPE_UNSET : pick_dtype(in);
     c.accumulate = in.flag();
     const bool ordinary_values = in.flag();
-    std::uint32_t value_state = static_cast<std::uint32_t>(in.in(0, 65535));
+    const auto value_state = static_cast<std::uint32_t>(in.in(0, 65535));
 
     if (!callable(c.x) || !callable(c.dy) || !callable(c.dx) || !callable_any_stride(c.dweight)) {
         if (tracing()) std::printf("not called: a view outside the arena\n");
         magi2norm_norm_destroy(norm);
         return 0;
     }
-    std::vector<unsigned char> arena = arena_of(value_state);
-    if (ordinary_values) {
-        if (in_arena(c.x)) rewrite_values(c.x, arena.data(), value_state);
-        if (in_arena(c.dy)) rewrite_values(c.dy, arena.data(), value_state);
-    }
+    std::vector<unsigned char> arena = arena_of(value_state, ordinary_values, {&c.x, &c.dy});
     const std::vector<unsigned char> before = arena;
     const magi2norm_tensor xt = tensor_of(c.x, arena.data()), dyt = tensor_of(c.dy, arena.data());
     const magi2norm_tensor dxt = tensor_of(c.dx, arena.data()), dwt = tensor_of(c.dweight, arena.data());

@@ -122,22 +122,7 @@ void mark_elements(const View &v, std::vector<bool> &written) {
     });
 }
 
-std::vector<unsigned char> arena_of(std::uint32_t seed) {
-    std::vector<unsigned char> arena(kArenaBytes);
-    std::uint32_t state = 0x9e3779b9u ^ seed;
-    for (auto &b : arena) {
-        state = state * 1664525u + 1013904223u;
-        b = static_cast<unsigned char>(state >> 24);
-    }
-    return arena;
-}
-
-void check_refusal(magi2norm_status status, const std::vector<unsigned char> &arena, const std::vector<unsigned char> &before) {
-    if (status == MAGI2NORM_ERROR_INTERNAL || std::strcmp(magi2norm_status_name(status), "unknown") == 0) {
-        finding(std::string("refused without a named error: ") + magi2norm_last_error());
-    }
-    if (arena != before) finding(std::string("a refused call wrote: ") + magi2norm_last_error());
-}
+namespace {
 
 void rewrite_values(const View &v, unsigned char *arena, std::uint32_t &state) {
     const auto next = [&] {
@@ -151,6 +136,29 @@ void rewrite_values(const View &v, unsigned char *arena, std::uint32_t &state) {
         if (r % 997 == 0) value = (r & 1) ? NAN : INFINITY;
         ref::store_value(view.dtype, const_cast<void *>(view.data), offset, value);
     });
+}
+
+}  // namespace
+
+std::vector<unsigned char> arena_of(std::uint32_t seed, bool ordinary, std::initializer_list<const View *> inputs) {
+    std::vector<unsigned char> arena(kArenaBytes);
+    std::uint32_t state = 0x9e3779b9u ^ seed;
+    for (auto &b : arena) {
+        state = state * 1664525u + 1013904223u;
+        b = static_cast<unsigned char>(state >> 24);
+    }
+    std::uint32_t value_state = seed;
+    for (const View *v : inputs) {
+        if (ordinary && in_arena(*v)) rewrite_values(*v, arena.data(), value_state);
+    }
+    return arena;
+}
+
+void check_refusal(magi2norm_status status, const std::vector<unsigned char> &arena, const std::vector<unsigned char> &before) {
+    if (status == MAGI2NORM_ERROR_INTERNAL || std::strcmp(magi2norm_status_name(status), "unknown") == 0) {
+        finding(std::string("refused without a named error: ") + magi2norm_last_error());
+    }
+    if (arena != before) finding(std::string("a refused call wrote: ") + magi2norm_last_error());
 }
 
 }  // namespace fuzz

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -53,12 +54,10 @@ magi2norm::ConstTensorView const_view(const View &v, const unsigned char *arena)
 // Marks the bytes of the view's elements.
 void mark_elements(const View &v, std::vector<bool> &written);
 
-// Rewrites the view's elements with values uniform in [-2^e, 2^e], e in [-3, 3], and a NaN or an
-// Inf now and then, from `state`: ordinary values, so that the numerical checks run.
-void rewrite_values(const View &v, unsigned char *arena, std::uint32_t &state);
-
-// The arena's bytes from a seed: any bit patterns, NaN and Inf included.
-std::vector<unsigned char> arena_of(std::uint32_t seed);
+// The arena's bytes from a seed: any bit patterns, NaN and Inf included; with `ordinary`, the
+// elements of `inputs` (those in the arena) rewritten with values uniform in [-2^e, 2^e], e in
+// [-3, 3], and a NaN or an Inf now and then, so that the numerical checks run.
+std::vector<unsigned char> arena_of(std::uint32_t seed, bool ordinary = false, std::initializer_list<const View *> inputs = {});
 // A refused call named its error and left the arena as it was.
 void check_refusal(magi2norm_status status, const std::vector<unsigned char> &arena, const std::vector<unsigned char> &before);
 

@@ -134,12 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
         return 0;
     }
     const bool ordinary_values = in.flag();
-    std::uint32_t value_state = static_cast<std::uint32_t>(in.in(0, 65535));
-    std::vector<unsigned char> arena = arena_of(value_state);
-    if (ordinary_values) {
-        if (in_arena(c.x)) rewrite_values(c.x, arena.data(), value_state);
-        if (in_arena(c.phi)) rewrite_values(c.phi, arena.data(), value_state);
-    }
+    std::vector<unsigned char> arena = arena_of(static_cast<std::uint32_t>(in.in(0, 65535)), ordinary_values, {&c.x, &c.phi});
     const std::vector<unsigned char> before = arena;
     const magi2norm_tensor xt = tensor_of(c.x, arena.data()), phit = tensor_of(c.phi, arena.data());
     const magi2norm_tensor lt = tensor_of(c.logits, arena.data()), it = tensor_of(c.inverse_rms, arena.data());

@@ -1,7 +1,6 @@
 #include "mhc_logits.hpp"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <optional>
 #include <string>
@@ -72,6 +71,39 @@ CheckedView checked_f32(const void *data, DType dtype, const std::vector<std::in
 }
 
 
+MhcKernelCall::MhcKernelCall(CallPlan &plan, const Rows &rows, const void *x_data, const std::int32_t *token_ids,
+                             const std::optional<ParallelLoop> &loop, const std::optional<int> &threads)
+    : x(storage_type(plan.x.dtype)) {
+    const NormConfig &config = plan.norm->config;
+    set_dim(x.dims[0], config.dim, rows.d_stride, "x's stride");
+    set_dim(x.dims[1], rows.tokens, rows.t_stride, "x's stride");
+    set_dim(scale.dims[0], config.dim, 1, "D");
+    set_dim(scale.dims[1], 1, config.dim, "D");
+    set_dim(scale.dims[2], config.num_modality, config.dim, "D");
+    static const std::int32_t kZeroId = 0;
+    const std::int32_t *id_data = plan.takes_ids ? token_ids : !plan.ids_from_sizes.empty() ? plan.ids_from_sizes.data() : &kZeroId;
+    set_dim(ids.dims[0], rows.tokens, id_data == &kZeroId ? 0 : 1, "tokens");
+    if (rows.copied) {
+        x_copy.resize(static_cast<std::size_t>(plan.x.count) * dtype_size(plan.x.dtype));
+        copy_to_contiguous(plan.x, x_data, x_copy.data());
+    }
+    x.buffer.host = rows.copied ? x_copy.data() : static_cast<std::uint8_t *>(const_cast<void *>(x_data));
+    scale.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<float *>(plan.norm->scale.data()));
+    ids.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<std::int32_t *>(id_data));
+    install_halide_hooks();
+    resolve_parallel_loop(context, loop, threads);
+    args = {&user_context, &x.buffer, &scale.buffer, &ids.buffer};
+    // Halide reads scalar arguments through these pointers and never writes them.
+    for (std::int32_t &start : plan.group_starts) args.push_back(&start);
+}
+
+void MhcKernelCall::run(const KernelEntry &kernel) {
+    if (const int status = kernel.fn(args.data()); status != 0) {
+        throw Error(ErrorCode::device, "cpu kernel failed (Halide status " + std::to_string(status) + "): " + take_halide_error());
+    }
+    set_last_variant(kernel.name);
+}
+
 void run_mhc_logits(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi,
                     const TensorView &logits, const MhcLogitsOptions &options) {
     const NormConfig &config = norm.config;
@@ -126,58 +158,23 @@ void run_mhc_logits(const NormState &norm, const ConstTensorView &x, const Group
     const KernelEntry *kernel = find_kernel(Backend::cpu, p.x.dtype, DType::f32, Form::mhc_logits, false, 0, {config.dim, bytes});
     if (kernel == nullptr) throw Error(ErrorCode::device, std::string("mhc_logits: this library has no CPU variant for x in ") + dtype_name(p.x.dtype));
 
-    // The kernel's buffers: x (d, t), scale (d, p, m), ids (t), phi (d, j), logits (j, t), inverse RMS (t).
-    HalideBuffer<2> xb(storage_type(p.x.dtype)), phib(halide_type_t(halide_type_float, 32)), outb(halide_type_t(halide_type_float, 32));
-    HalideBuffer<3> scaleb(halide_type_t(halide_type_float, 32));
-    HalideBuffer<1> idsb(halide_type_t(halide_type_int, 32)), invb(halide_type_t(halide_type_float, 32));
-    set_dim(xb.dims[0], config.dim, rows.d_stride, "x's stride");
-    set_dim(xb.dims[1], rows.tokens, rows.t_stride, "x's stride");
-    set_dim(scaleb.dims[0], config.dim, 1, "D");
-    set_dim(scaleb.dims[1], 1, config.dim, "D");
-    set_dim(scaleb.dims[2], config.num_modality, config.dim, "D");
+    // The kernel's own buffers, after MhcKernelCall's: phi (d, j), eps, logits (j, t), inverse RMS (t).
+    MhcKernelCall call(p, rows, x.data, ids, options.parallel_loop, options.num_threads);
+    HalideBuffer<2> phib(MhcKernelCall::kF32), outb(MhcKernelCall::kF32);
+    HalideBuffer<1> invb(MhcKernelCall::kF32);
     set_dim(phib.dims[0], config.dim, phi_view.strides[0], "phi's stride");
     set_dim(phib.dims[1], columns, phi_view.strides[1], "phi's stride");
     set_dim(outb.dims[0], columns, out.strides[1], "logits' stride");
     set_dim(outb.dims[1], rows.tokens, out.strides[0], "logits' stride");
-    std::vector<unsigned char> x_copy;  // x's rows made contiguous (Rows::copied)
-    if (rows.copied) {
-        x_copy.resize(static_cast<std::size_t>(p.x.count) * dtype_size(p.x.dtype));
-        copy_to_contiguous(p.x, x.data, x_copy.data());
-    }
     std::vector<float> scratch;  // the inverse RMS when the caller wants none
     if (!inv) scratch.resize(static_cast<std::size_t>(rows.tokens));
     set_dim(invb.dims[0], rows.tokens, inv ? inv->strides[0] : 1, "inverse_rms' stride");
-    static const std::int32_t kZeroId = 0;
-    const std::int32_t *id_data = p.takes_ids ? ids : !p.ids_from_sizes.empty() ? p.ids_from_sizes.data() : &kZeroId;
-    set_dim(idsb.dims[0], rows.tokens, id_data == &kZeroId ? 0 : 1, "tokens");
-    xb.buffer.host = rows.copied ? x_copy.data() : static_cast<std::uint8_t *>(const_cast<void *>(x.data));
-    scaleb.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<float *>(norm.scale.data()));
-    idsb.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<std::int32_t *>(id_data));
     phib.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(phi.data));
     outb.buffer.host = static_cast<std::uint8_t *>(logits.data);
     invb.buffer.host = inv ? static_cast<std::uint8_t *>(options.inverse_rms->data) : reinterpret_cast<std::uint8_t *>(scratch.data());
-
-    install_halide_hooks();
-    CallContext context;
-    resolve_parallel_loop(context, options.parallel_loop, options.num_threads);
-    void *user_context = &context;
     float eps = config.eps;
-    std::array<void *, 1 + 3 + abi::kMaxGroups - 1 + 4> args{};
-    std::size_t n = 0;
-    args[n++] = &user_context;
-    args[n++] = &xb.buffer;
-    args[n++] = &scaleb.buffer;
-    args[n++] = &idsb.buffer;
-    // Halide reads scalar arguments through these pointers and never writes them.
-    for (std::int32_t &start : p.group_starts) args[n++] = &start;
-    args[n++] = &eps;
-    args[n++] = &phib.buffer;
-    args[n++] = &outb.buffer;
-    args[n++] = &invb.buffer;
-    if (const int status = kernel->fn(args.data()); status != 0) {
-        throw Error(ErrorCode::device, "cpu kernel failed (Halide status " + std::to_string(status) + "): " + take_halide_error());
-    }
-    set_last_variant(kernel->name);
+    call.args.insert(call.args.end(), {&eps, &phib.buffer, &outb.buffer, &invb.buffer});
+    call.run(*kernel);
 }
 
 }  // namespace magi2norm::detail

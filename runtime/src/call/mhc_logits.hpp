@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "../devices/halide_calls.hpp"
+#include "../variants/kernel_args.hpp"
 #include "../views/views.hpp"
+#include "call_plan.hpp"
 #include "magi2norm/magi2norm.hpp"
 #include "norm_state.hpp"
 
@@ -28,6 +30,25 @@ CheckedView checked_f32(const void *data, DType dtype, const std::vector<std::in
 
 // A kernel dimension; Error(overflow) past int32.
 void set_dim(halide_dimension_t &d, std::int64_t extent, std::int64_t stride, const char *what);
+
+// What both mHC kernels take first, in their order: the call's context, x (d, t), the scale
+// (d, p, m), the ids (t) and the group starts of `plan` (which outlives the call); x's rows made
+// contiguous where `rows` says so. Each kernel's own buffers follow in `args`, then run().
+struct MhcKernelCall {
+    static constexpr halide_type_t kF32{halide_type_float, 32};
+    HalideBuffer<2> x;
+    HalideBuffer<3> scale{kF32};
+    HalideBuffer<1> ids{halide_type_t(halide_type_int, 32)};
+    std::vector<unsigned char> x_copy;
+    CallContext context;
+    void *user_context = &context;
+    std::vector<void *> args;
+
+    MhcKernelCall(CallPlan &plan, const Rows &rows, const void *x_data, const std::int32_t *token_ids,
+                  const std::optional<ParallelLoop> &loop, const std::optional<int> &threads);
+    // Runs `kernel` on `args`; Error(device) with Halide's message when it fails.
+    void run(const KernelEntry &kernel);
+};
 
 void run_mhc_logits(const NormState &norm, const ConstTensorView &x, const Grouping &grouping, const ConstTensorView &phi,
                     const TensorView &logits, const MhcLogitsOptions &options);

@@ -2,7 +2,6 @@
 // call's own memory, the norm's backward (which checks dx and dweight before it writes them), and
 // dphi copied out last, so a refused call writes nothing.
 #include <algorithm>
-#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,17 +88,11 @@ void run_mhc_logits_backward(const NormState &norm, const ConstTensorView &x, co
         if (kernel == nullptr) {
             throw Error(ErrorCode::device, std::string("mhc_logits_backward: this library has no CPU variant for x in ") + dtype_name(p.x.dtype));
         }
-        // The kernel's buffers: x (d, t), scale (d, p, m), ids (t), phi (d, j), G (j, t),
-        // inverse RMS (t), dy (d, t), dphi (j, d).
-        const halide_type_t f32(halide_type_float, 32);
-        HalideBuffer<2> xb(storage_type(p.x.dtype)), phib(f32), gb(f32), dyb(f32), dphib(f32);
-        HalideBuffer<3> scaleb(f32);
-        HalideBuffer<1> idsb(halide_type_t(halide_type_int, 32)), invb(f32);
-        set_dim(xb.dims[0], config.dim, rows.d_stride, "x's stride");
-        set_dim(xb.dims[1], rows.tokens, rows.t_stride, "x's stride");
-        set_dim(scaleb.dims[0], config.dim, 1, "D");
-        set_dim(scaleb.dims[1], 1, config.dim, "D");
-        set_dim(scaleb.dims[2], config.num_modality, config.dim, "D");
+        // The kernel's own buffers, after MhcKernelCall's: phi (d, j), G (j, t), inverse RMS (t),
+        // dy (d, t), dphi (j, d).
+        MhcKernelCall call(p, rows, x.data, ids, options.parallel_loop, options.num_threads);
+        HalideBuffer<2> phib(MhcKernelCall::kF32), gb(MhcKernelCall::kF32), dyb(MhcKernelCall::kF32), dphib(MhcKernelCall::kF32);
+        HalideBuffer<1> invb(MhcKernelCall::kF32);
         set_dim(phib.dims[0], config.dim, phi_view.strides[0], "phi's stride");
         set_dim(phib.dims[1], columns, phi_view.strides[1], "phi's stride");
         set_dim(gb.dims[0], columns, g_view.strides[1], "dlogits' stride");
@@ -109,38 +102,13 @@ void run_mhc_logits_backward(const NormState &norm, const ConstTensorView &x, co
         set_dim(dyb.dims[1], rows.tokens, config.dim, "D");
         set_dim(dphib.dims[0], columns, 1, "N");
         set_dim(dphib.dims[1], config.dim, columns, "N");
-        static const std::int32_t kZeroId = 0;
-        const std::int32_t *id_data = p.takes_ids ? ids : !p.ids_from_sizes.empty() ? p.ids_from_sizes.data() : &kZeroId;
-        set_dim(idsb.dims[0], rows.tokens, id_data == &kZeroId ? 0 : 1, "tokens");
-        xb.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(x.data));
-        scaleb.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<float *>(norm.scale.data()));
-        idsb.buffer.host = reinterpret_cast<std::uint8_t *>(const_cast<std::int32_t *>(id_data));
         phib.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(phi.data));
         gb.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(dlogits.data));
         invb.buffer.host = static_cast<std::uint8_t *>(const_cast<void *>(options.inverse_rms->data));
         dyb.buffer.host = reinterpret_cast<std::uint8_t *>(dy.data());
         dphib.buffer.host = reinterpret_cast<std::uint8_t *>(dphi_rows.data());
-
-        install_halide_hooks();
-        CallContext context;
-        resolve_parallel_loop(context, options.parallel_loop, options.num_threads);
-        void *user_context = &context;
-        std::array<void *, 1 + 3 + abi::kMaxGroups - 1 + 5> args{};
-        std::size_t n = 0;
-        args[n++] = &user_context;
-        args[n++] = &xb.buffer;
-        args[n++] = &scaleb.buffer;
-        args[n++] = &idsb.buffer;
-        // Halide reads scalar arguments through these pointers and never writes them.
-        for (std::int32_t &start : p.group_starts) args[n++] = &start;
-        args[n++] = &phib.buffer;
-        args[n++] = &gb.buffer;
-        args[n++] = &invb.buffer;
-        args[n++] = &dyb.buffer;
-        args[n++] = &dphib.buffer;
-        if (const int status = kernel->fn(args.data()); status != 0) {
-            throw Error(ErrorCode::device, "cpu kernel failed (Halide status " + std::to_string(status) + "): " + take_halide_error());
-        }
+        call.args.insert(call.args.end(), {&phib.buffer, &gb.buffer, &invb.buffer, &dyb.buffer, &dphib.buffer});
+        call.run(*kernel);
     }
     // dx and dweight: the norm's backward of dy, which checks them before it writes.
     BackwardOptions norm_options = options;
