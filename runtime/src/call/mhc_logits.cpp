@@ -9,6 +9,7 @@
 #include "../devices/halide_calls.hpp"
 #include "../variants/kernel_args.hpp"
 #include "../variants/kernels.hpp"
+#include "../views/layout.hpp"
 #include "../views/overlap.hpp"
 #include "../views/views.hpp"
 #include "call_checks.hpp"
@@ -17,16 +18,17 @@ namespace magi2norm::detail {
 
 namespace {
 
+// The kernels' int32 indexing, as check_int32_axes has it: magnitudes up to 2^31 - 1.
 void check_int32(std::int64_t v, const char *what) {
-    if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
+    if (v < -std::numeric_limits<std::int32_t>::max() || v > std::numeric_limits<std::int32_t>::max()) {
         throw Error(ErrorCode::overflow, std::string("mhc_logits: ") + what + " " + std::to_string(v) + " does not fit the kernel's int32");
     }
 }
 
 }  // namespace
 
-Rows rows_of(const CheckedView &x, const NormConfig &config) {
-    const std::string got = "mhc_logits: x " + shape_string(x.shape);
+Rows rows_of(const CheckedView &x, const NormConfig &config, const char *what) {
+    const std::string got = std::string("mhc_logits: ") + what + " " + shape_string(x.shape);
     if (x.shape.size() != 2 && x.shape.size() != 3) throw Error(ErrorCode::shape, got + " is not [T, D] or [T, S, C]");
     std::int64_t dim = 1;
     for (std::size_t i = 1; i < x.shape.size(); ++i) dim *= x.shape[i];
@@ -34,10 +36,7 @@ Rows rows_of(const CheckedView &x, const NormConfig &config) {
         throw Error(ErrorCode::shape, got + " has rows of " + std::to_string(dim) + " elements; the norm's D is " +
                                           std::to_string(config.dim));
     }
-    for (std::size_t i = 0; i < x.shape.size(); ++i) {
-        check_int32(x.shape[i], "x's extent");
-        check_int32(x.strides[i], "x's stride");
-    }
+    check_int32_axes(x, what);
     Rows r;
     r.tokens = x.shape[0];
     r.t_stride = x.strides[0];
@@ -62,6 +61,7 @@ void set_dim(halide_dimension_t &d, std::int64_t extent, std::int64_t stride, co
 CheckedView checked_f32(const void *data, DType dtype, const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,
                         const std::vector<std::int64_t> &expected, const char *what, const char *layout) {
     CheckedView v = check_view(data, dtype, shape, strides, what);
+    check_int32_axes(v, what);
     if (dtype != DType::f32) throw Error(ErrorCode::dtype, std::string("mhc_logits: ") + what + " must be f32, got " + dtype_name(dtype));
     if (v.shape.size() != expected.size() || !std::equal(expected.begin(), expected.end(), v.shape.begin())) {
         throw Error(ErrorCode::shape, std::string("mhc_logits: ") + what + " must be " + layout + " = " + shape_string(expected) +

@@ -17,12 +17,12 @@ namespace magi2norm::detail {
 // x as the kernels' (d, t): its row stride along d, and its token stride; a [T, S, C] view
 // whose streams are not one stride apart along d is copied to contiguous rows (`copied`) once
 // every check has passed. Throws Error(shape) for another rank or rows of another length than
-// D, Error(overflow) for an extent or stride past int32.
+// D, Error(overflow) for an extent or stride past int32, naming the view `what`.
 struct Rows {
     std::int64_t tokens = 0, d_stride = 1, t_stride = 0;
     bool copied = false;
 };
-Rows rows_of(const CheckedView &x, const NormConfig &config);
+Rows rows_of(const CheckedView &x, const NormConfig &config, const char *what = "x");
 
 // A checked FP32 view of shape `expected` (named `what`, laid out as `layout` in errors).
 CheckedView checked_f32(const void *data, DType dtype, const std::vector<std::int64_t> &shape, const std::vector<std::int64_t> &strides,

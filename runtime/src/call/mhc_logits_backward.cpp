@@ -53,7 +53,7 @@ void run_mhc_logits_backward(const NormState &norm, const ConstTensorView &x, co
     if (dx_view.shape != p.x.shape) {
         throw Error(ErrorCode::shape, "mhc_logits_backward: dx " + shape_string(dx_view.shape) + " must have x's shape " + shape_string(p.x.shape));
     }
-    const Rows dx_rows = rows_of(dx_view, config);
+    const Rows dx_rows = rows_of(dx_view, config, "dx");
     const TensorView dx_as_rows = as_rows(dx, dx_rows, config.dim, "dx");
     const std::int64_t columns = phi.shape.size() == 2 ? phi.shape[1] : 0;
     if (columns < 1 && phi.shape.size() == 2) throw Error(ErrorCode::shape, "mhc_logits_backward: phi has no columns (N = 0)");

@@ -35,20 +35,6 @@ void check_rank_and_dim(const NormConfig &config, const Dims &shape) {
     }
 }
 
-// The kernels index with int32 extents and strides: Error(overflow) naming the view otherwise
-// (the strides of extent-1 axes are 0 here, check_geometry).
-void check_int32_axes(const CheckedView &v, const char *what) {
-    constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
-    for (std::size_t i = 0; i < v.shape.size(); ++i) {
-        if (v.shape[i] > kMax || std::llabs(v.strides[i]) > kMax) {
-            throw Error(ErrorCode::overflow, std::string(what) + " " + shape_string(v.shape) + " has " +
-                                                 (v.shape[i] > kMax ? "extent " + std::to_string(v.shape[i])
-                                                                    : "stride " + std::to_string(v.strides[i])) +
-                                                 " on axis " + std::to_string(i) +
-                                                 ": the kernels take extents and strides up to 2^31 - 1 elements");
-        }
-    }
-}
 
 // Whether the kernel axes `inner` and `outer` walk as one axis of `inner`'s strides.
 bool mergeable(const KernelLayout &l, int inner, int outer) {
@@ -70,6 +56,19 @@ bool fold_into_tokens(KernelLayout &l, int inner) {
 }
 
 }  // namespace
+
+void check_int32_axes(const CheckedView &v, const char *what) {
+    constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+    for (std::size_t i = 0; i < v.shape.size(); ++i) {
+        if (v.shape[i] > kMax || std::llabs(v.strides[i]) > kMax) {
+            throw Error(ErrorCode::overflow, std::string(what) + " " + shape_string(v.shape) + " has " +
+                                                 (v.shape[i] > kMax ? "extent " + std::to_string(v.shape[i])
+                                                                    : "stride " + std::to_string(v.strides[i])) +
+                                                 " on axis " + std::to_string(i) +
+                                                 ": the kernels take extents and strides up to 2^31 - 1 elements");
+        }
+    }
+}
 
 void fold_rows(KernelLayout &layout, std::int64_t in_bytes, bool patterned, std::int64_t chunk_bytes) {
     fold_into_tokens(layout, kA);

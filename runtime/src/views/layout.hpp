@@ -31,6 +31,11 @@ struct KernelLayout {
 // SPEC.md's output shape for an input shape; throws Error(shape) when it does not broadcast.
 Dims output_shape(const NormConfig &config, const Dims &input_shape);
 
+// The kernels index with int32 extents and strides: Error(overflow) naming the view (`what`)
+// where an extent or a stride's magnitude passes 2^31 - 1 (the strides of extent-1 axes are 0
+// here, check_geometry).
+void check_int32_axes(const CheckedView &v, const char *what);
+
 // Maps checked input and output views onto the kernel axes; throws Error(shape) when the output
 // shape is not output_shape(x.shape), Error(overflow) when an extent or stride exceeds int32.
 KernelLayout plan_layout(const NormConfig &config, const CheckedView &x, const CheckedView &out);
