@@ -89,7 +89,8 @@ inline AddressRange address_range(const CheckedView &v, const void *data, const 
     if (v.count == 0) return {};
     if (data == nullptr) throw_address_error(AddressProblem::null_data, what);
     const auto base = reinterpret_cast<std::uintptr_t>(data);
-    if ((v.lo_bytes < 0 && base < static_cast<std::uintptr_t>(-v.lo_bytes)) ||
+    // The negation in unsigned arithmetic: lo_bytes may be INT64_MIN, whose negation int64 lacks.
+    if ((v.lo_bytes < 0 && base < std::uintptr_t{0} - static_cast<std::uintptr_t>(v.lo_bytes)) ||
         (v.hi_bytes > 0 && UINTPTR_MAX - base < static_cast<std::uintptr_t>(v.hi_bytes))) {
         throw_address_error(AddressProblem::overflow, what);
     }
